@@ -81,7 +81,7 @@ def _calls(name, dtype):
     a, b = _operands(dtype)
     kind = _kind(name)
     c = (b * 0.5 + 2).astype(dtype)  # (addcdiv's divisor: no zero)
-    if kind.condition:
+    if kind.dtypes == "mask":
         mask = a > 0
         return [(mask, a, b), (mask[0, 0], a[0, 0], b[0, 1]), (mask, a, b[1]), (mask.T, a.T, b.T), (mask[0], a, b)]
     if kind.tensors == 3:
@@ -96,7 +96,7 @@ def _calls(name, dtype):
         zero = b.copy()
         zero[1, 0] = 0.0
         pairs += [(b, zero), (b.T, zero.T), (a, a.copy())]
-    if kind.any_dtype:
+    if kind.dtypes == "any":
         rng = np.random.default_rng(1)
         for other in (np.int64, np.int32, np.uint8, np.bool_):
             i, j = rng.integers(-3, 4, (2, 3, 4)).astype(other)
@@ -327,7 +327,7 @@ def test_recorded_graphs_and_gradients_are_the_general_paths(name):
         np.testing.assert_array_equal(fast[2], general[2], strict=True)
 
 
-@pytest.mark.parametrize("name", [n for n in PLAIN if not _kind(n).any_dtype])
+@pytest.mark.parametrize("name", [n for n in PLAIN if _kind(n).dtypes != "any"])
 def test_every_plain_op_records_what_its_path_records(name):
     """With an input that requires grad, each op's lane records its node (a composite's lane stays
     closed: its pieces record), and backward gives the path's gradients."""

@@ -347,9 +347,9 @@ class _LaneKind(NamedTuple):
     """What a ``plain=`` kind's lane takes: the CPU backend's kernels of its ops (``kernel_of(name)``),
     how many leading tensor parameters they read, whether NumPy's error state must be quiet around them
     (nothing a comparison, a logical or bitwise op or a classification computes can warn), whether the
-    second operand may also be a Python float (in the first's floating dtype), whether the tensors may
-    be of any one dtype of ``_ANY_DTYPES`` (else float32 or float64), whether the first is a bool mask
-    (``where``'s condition; then the others are of one floating dtype), whether the parameters after
+    second operand may also be a Python float (in the first's floating dtype), the tensors' dtypes
+    (``"float"``: float32 or float64, of one dtype; ``"any"``: any one dtype of ``_ANY_DTYPES``;
+    ``"mask"``: a bool mask, then tensors of one floating dtype: ``where``), whether the parameters after
     the tensors go to the kernel, each a Python float or its default (else they must be their
     defaults), and whether the kernel's result is an array to wrap (else a value to return: equal's
     bool)."""
@@ -358,8 +358,7 @@ class _LaneKind(NamedTuple):
     tensors: int
     quiet: bool = True
     floats: bool = False
-    any_dtype: bool = False
-    condition: bool = False
+    dtypes: str = "float"
     scalars: bool = False
     wraps: bool = True
 
@@ -369,13 +368,13 @@ _PLAIN_KERNELS = {
     "binary": _LaneKind(plain_binary, 2, floats=True),
     "binary_tensors": _LaneKind(plain_binary, 2),
     "reduce": _LaneKind(plain_reduce, 1, quiet=False),
-    "unary_any": _LaneKind(plain_unary, 1, quiet=False, any_dtype=True),
-    "binary_any": _LaneKind(plain_binary, 2, quiet=False, floats=True, any_dtype=True),
+    "unary_any": _LaneKind(plain_unary, 1, quiet=False, dtypes="any"),
+    "binary_any": _LaneKind(plain_binary, 2, quiet=False, floats=True, dtypes="any"),
     "scalars": _LaneKind(plain_scalars, 1, scalars=True),
     "binary_scalars": _LaneKind(plain_scalars, 2, scalars=True),
     "ternary_scalars": _LaneKind(plain_scalars, 3, scalars=True),
-    "where": _LaneKind(plain_scalars, 3, condition=True),
-    "predicate": _LaneKind(plain_predicate, 2, quiet=False, any_dtype=True, wraps=False),
+    "where": _LaneKind(plain_scalars, 3, dtypes="mask"),
+    "predicate": _LaneKind(plain_predicate, 2, quiet=False, dtypes="any", wraps=False),
 }
 
 
@@ -416,10 +415,10 @@ def _lane(op, defaults, values):
     alone = _ALONE if op.composite and kind.wraps else None
     call = _LANE_QUIET_CALL_SOURCE if kind.quiet else _LANE_CALL_SOURCE
     floating = "(_d{i}.dtype is _F32 or _d{i}.dtype is _F64)"
-    first = "_d0.dtype in _ANY_DTYPES" if kind.any_dtype else floating.format(i=0)
+    first = "_d0.dtype in _ANY_DTYPES" if kind.dtypes == "any" else floating.format(i=0)
 
     def dtype_test(i, first):
-        if kind.condition:  # a bool mask, then tensors of one floating dtype
+        if kind.dtypes == "mask":  # a bool mask, then tensors of one floating dtype
             return "_d0.dtype is _BOOL" if i == 0 else floating.format(i=1) if i == 1 else f"_d{i}.dtype is _d1.dtype"
         return f"_d{i}.dtype is _d0.dtype" if i else first
 
@@ -467,7 +466,7 @@ _SEQUENCES = (list, tuple)
 _new = object.__new__
 _ndarray, _asarray = np.ndarray, np.asarray
 _F32, _F64, _BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)
-# the array dtypes of a lane of ``any_dtype``: those the CPU backend computes in as they are
+# the array dtypes of a lane of ``dtypes="any"``: those the CPU backend computes in as they are
 _ANY_DTYPES = frozenset(
     np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.float32, np.float64)
 )
@@ -1278,7 +1277,7 @@ def _inplace_lane(op):
         return None
     kind = _PLAIN_KERNELS[op.plain]
     rule = op.dtypes
-    if kind.any_dtype or kind.scalars or (rule is not None and rule.operands):
+    if kind.dtypes != "float" or kind.scalars or (rule is not None and rule.operands):
         return None  # (the in-place path of those: a result of another dtype, parameters to check)
     kernel, n, quiet, floats = kind.kernel_of(op.name), kind.tensors, kind.quiet, kind.floats
 

@@ -70,9 +70,9 @@ py::array_t<T> host_unary(py::ssize_t index, const py::array_t<T, py::array::c_s
   return out;
 }
 
-// The binary ops whose NumPy formula is several passes (remainder's sign fix, xlogy's mask) or a scalar
-// loop of libm calls slower than the functor's (logaddexp, hypot), for same-shape operands or a
-// scalar second one: the CPU backend's ``binary`` on small arrays.
+// The binary ops whose NumPy formula is several passes (remainder's sign fix, xlogy's mask, the
+// one-parameter activations), for same-shape operands or a scalar second one: the CPU backend's
+// ``binary`` on small arrays.
 template <typename T>
 using BinaryFn = void (*)(const T*, const T*, py::ssize_t, T*, py::ssize_t);
 

@@ -756,9 +756,8 @@ BINARY_OPS: dict[str, Callable[..., Any]] = {
     **{op.name: _formula(op.cpu) for op in FLOAT_BINARY},
 }
 # Small float32/float64 operands of the binary ops whose NumPy formula is several passes (remainder,
-# xlogy, the one-parameter activations) or a loop no faster than the functor's (logaddexp, logaddexp2,
-# hypot) go to the host module's loop over their CUDA functor (kernels/host/elementwise.cpp), as the
-# unary ones do.
+# xlogy, the one-parameter activations) go to the host module's loop over their CUDA functor
+# (kernels/host/elementwise.cpp), as the unary ones do.
 _HOST_BINARY_INDEX = {name: i for i, name in enumerate(_C.host_binary_names() if _C is not None else ())}
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
