@@ -587,7 +587,7 @@ def _plain_relu6(x):
 # their forwards compute of a float32/float64 array (of any array of the lane's dtypes for the
 # classifications, whose integer and bool results NumPy's functions give as the forwards do: all
 # False, or x < 0)
-_PLAIN_UNARY = {
+_PLAIN_UNARY: dict[str, Callable[..., Any]] = {
     "relu": _plain_relu,
     "reciprocal": _plain_reciprocal,
     "relu6": _plain_relu6,
@@ -1030,7 +1030,7 @@ _PRELU = plain_binary("prelu")
 
 # ``plain_scalars``'s kernels: of the arrays (``where``: a bool mask and two floating arrays) and the op's
 # parameters after them, as Python floats (or their defaults)
-_PLAIN_SCALARS = {
+_PLAIN_SCALARS: dict[str, Callable[..., Any]] = {
     "where": lambda condition, a, b: where(condition, a, b, _FLOAT_DTYPE_OF[a.dtype]),
     "lerp": _plain_lerp,
     "prelu": _plain_prelu,
