@@ -1714,13 +1714,15 @@ def fill_diagonal_(self: Tensor, fill_value: Number, wrap: bool = False) -> Tens
     ndim = len(shape)
     if ndim < 2 or (ndim > 2 and len(set(shape)) != 1):
         raise ShapeError(f"fill_diagonal_: expected a 2-d tensor, or all dims of equal length, got {fmt_shape(shape)}")
-    # the flat distance between diagonal elements: the sum of the strides of a contiguous layout
-    strides = [1] * ndim
-    for d in range(ndim - 2, -1, -1):
-        strides[d] = strides[d + 1] * shape[d + 1]
-    step = sum(strides)
     rows, cols = shape[0], shape[-1]
-    count = min(shape) if not (wrap and ndim == 2 and rows > cols) else (math.prod(shape) - 1) // step + 1
+    if ndim == 2:  # (a matrix: the steps below in a few reads)
+        step = cols + 1
+        count = (rows if rows < cols else cols) if not (wrap and rows > cols) else (rows * cols - 1) // step + 1
+    else:  # the flat distance between diagonal elements: the sum of the strides of a contiguous layout
+        strides = [1] * ndim
+        for d in range(ndim - 2, -1, -1):
+            strides[d] = strides[d + 1] * shape[d + 1]
+        step, count = sum(strides), min(shape)
     if count and self.is_contiguous():
         # the diagonal as a strided view of the flat memory, written in place: no mask over every element
         if needs_grad(self) or isinstance(fill_value, Tensor):
