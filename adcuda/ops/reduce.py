@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, overload
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..backends import cpu as _cpu
+from ..backends.cpu.reduce import count_nonzero_all, host_renorm, plain_reduce, whole_extremes
 from ..errors import DTypeError, EmptyReductionError, ShapeError, UnsupportedDTypeError, UnsupportedError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import cast, filled, host_extremes, wrap, wrap_dim
@@ -665,9 +667,11 @@ def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
         dims = dim[0]
     else:  # none, or several: ints (a sequence comes alone)
         dims = typing.cast("tuple[int, ...]", dim) or None
+    P = primitives(input)
+    if P is _cpu and dims is None:
+        return wrap(count_nonzero_all(input._data), input._device)
     # on the backend's arrays: a comparison and a sum (as public ops, two dispatches); a float tensor's
     # zero as a float, which the comparison takes without converting
-    P = primitives(input)
     nonzero = P.binary("ne", input._data, 0.0 if input.dtype.is_floating_point else 0, input.dtype)
     axes = None if dims is None else reduce_axes("count_nonzero", input.ndim, dims)  # None: NumPy's cheapest
     return wrap(P.reduce("sum", nonzero, axes, False), input._device)
@@ -721,7 +725,24 @@ def nansum(
         if input.dtype.is_floating_point:
             input = where(input != input, 0.0, input)
         return sum(input, dim, keepdim, dtype=dtype)
+    if dim is None and not keepdim and dtype is None:
+        total = _sum_unless_nan(input)
+        if total is not None:
+            return wrap(total, input._device)
     return _sum_forward(_without_nan(input), dim, keepdim, dtype)  # (no entries: nothing to record)
+
+
+def _sum_unless_nan(input, op="sum"):
+    """The sum (or mean) of every element of a CPU float32/float64 tensor, by the fast lane's kernel, where it
+    is a number: then the input holds no NaN, and it is nansum's (nanmean's) result too, in the same order of
+    additions. None otherwise (a NaN, an inf - inf, or an array the kernel declines)."""
+    if primitives(input) is not _cpu or input.dtype is not dt.float32 and input.dtype is not dt.float64:
+        return None
+    total = _PLAIN_SUM[op](input._data)
+    return total if total is not None and total == total else None
+
+
+_PLAIN_SUM = {op: plain_reduce(op) for op in ("sum", "mean")}
 
 
 def _without_nan(input):
@@ -741,6 +762,10 @@ def nanmean(
     if needs_grad(input):
         present = input == input
         return nansum(input, dim, keepdim, dtype=dtype) / sum(present, dim, keepdim, dtype=dtype or input.dtype)
+    if dim is None and not keepdim and dtype is None:
+        average = _sum_unless_nan(input, "mean")
+        if average is not None:
+            return wrap(average, input._device)
     # on the backend's arrays: nothing to record
     P, x, d = primitives(input), input._data, input.dtype
     count = _sum_forward(wrap(P.binary("eq", x, x, d), input._device), dim, keepdim, dtype or d)
@@ -759,6 +784,10 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
     axes = None if dim is None and not keepdim else reduce_axes("aminmax", input.ndim, dims)
     _check_nonempty("aminmax", input, axes, whole=axes is None)
     P, x, device = primitives(input), input._data, input._device
+    if axes is None and P is _cpu:  # both in one pass of the host module's, where it takes the array
+        both = whole_extremes(x)
+        if both is not None:
+            return aminmax_result(wrap(both[0], device), wrap(both[1], device))
     return aminmax_result(
         wrap(P.reduce("amin", x, axes, keepdim), device), wrap(P.reduce("amax", x, axes, keepdim), device)
     )
@@ -922,9 +951,14 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     if needs_grad(input):
         norms = norm(input, p, others, keepdim=True)
         return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(dtype=input.dtype)
-    # without a gradient to build, the norms and the factor on the backend's arrays (seven ops fewer to
-    # dispatch); an infinite p is norm's amax of the magnitudes
+    # without a gradient to build: on a CPU tensor the host module's one loop where it takes the array;
+    # else the norms and the factor on the backend's arrays (seven ops fewer to dispatch), an infinite p
+    # as norm's amax of the magnitudes
     P, d = primitives(input), input.dtype
+    if P is _cpu:
+        out = host_renorm(input._data, axis, float(p), float(maxnorm))
+        if out is not None:
+            return wrap(out, input._device)
     if math.isinf(p):
         n = P.reduce("amax", P.unary("abs", input._data), others, True)
     else:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..backends import cpu as _cpu
+from ..backends.cpu.sort import mode_of_rows
 from ..errors import (
     DTypeError,
     EmptyReductionError,
@@ -563,8 +565,16 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
         raise EmptyReductionError(
             f"mode: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
-    # on the backend's arrays, one primitive per step (each public op would pay the dispatch again)
     P, x = primitives(input), input._data
+    if P is _cpu and axis == x.ndim - 1 and not needs_grad(input):
+        # a CPU tensor recording nothing: the host module's one loop, where it takes the array
+        both = mode_of_rows(x)
+        if both is not None:
+            values, indices = both
+            if keepdim:
+                values, indices = values.reshape(values.shape + (1,)), indices.reshape(indices.shape + (1,))
+            return mode_result(wrap(values, input._device), wrap(indices, input._device))
+    # on the backend's arrays, one primitive per step (each public op would pay the dispatch again)
     ordered, order = P.sort(x, axis, False, True)
     # equal values are adjacent once sorted: a run starts where an element differs from the one before
     starts = _run_starts(P, ordered, axis, input.dtype)

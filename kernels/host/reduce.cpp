@@ -1,3 +1,7 @@
+// Also the CPU backend's whole-array extremes and truth tests of small C-contiguous arrays (reduce.py's
+// `reduce` over every dim: amax, amin, any, all, and aminmax's pair in one pass) and renorm's factor per
+// slice: one call where NumPy's ufunc reductions cost a microsecond each on a small array.
+//
 // The CPU backend's variance (adcuda/backends/cpu/reduce.py's var, the forward of var, std, var_mean and
 // std_mean) of the rows of a small C-contiguous float32/float64 array: each row's mean, then its sum of
 // squared deviations from it (two passes, accumulated in double) over (count - correction). NumPy takes
@@ -9,6 +13,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -45,6 +50,85 @@ py::array_t<T> host_row_variance(const py::array_t<T, py::array::c_style>& x, In
   return out;
 }
 
+// A 0-d array holding `value`.
+template <typename T>
+py::array_t<T> scalar(T value) {
+  py::array_t<T> out(std::vector<py::ssize_t>{});
+  *out.mutable_data() = value;
+  return out;
+}
+
+// (min, max) of every element of a non-empty C-contiguous array, as 0-d arrays of its dtype, by NumPy's
+// minimum and maximum applied in order (acc < v || acc != acc ? acc : v): a NaN anywhere is both results,
+// as NumPy's and PyTorch's amin and amax propagate it.
+template <typename T>
+py::tuple host_extremes_all(const py::array_t<T, py::array::c_style>& x) {
+  const Index n = static_cast<Index>(x.size());
+  if (n == 0) throw std::invalid_argument("host_extremes_all: an empty array has no extremes");
+  const T* in = x.data();
+  T low = in[0], high = in[0];
+  for (Index i = 1; i < n && low == low; ++i) {  // (low != low: a NaN met, the result)
+    const T v = in[i];
+    if (v != v) {
+      low = high = v;
+      break;
+    }
+    low = low < v ? low : v;
+    high = high >= v ? high : v;
+  }
+  return py::make_tuple(scalar(low), scalar(high));
+}
+
+// Whether any (`any`) or every element of a C-contiguous array is nonzero (a NaN is), as a 0-d bool array.
+template <typename T>
+py::array_t<bool> host_truth_all(bool any, const py::array_t<T, py::array::c_style>& x) {
+  const Index n = static_cast<Index>(x.size());
+  const T* in = x.data();
+  for (Index i = 0; i < n; ++i)
+    if ((in[i] != T(0)) == any) return scalar(any);
+  return scalar(!any);
+}
+
+// renorm of a C-contiguous array seen as (outer, count, inner): each of the `count` slices (every element
+// with one middle index) whose p-norm exceeds maxnorm, scaled by maxnorm / (norm + 1e-7) (PyTorch's factor,
+// its reciprocal times maxnorm, in the array's dtype), the others kept; a new array of x's shape. The norm
+// is accumulated in double: |v|^p summed, then its 1/p-th power (p = 1 and 2 without the powers; p = inf
+// the largest magnitude); a NaN norm compares false and keeps its slice, as PyTorch's.
+template <typename T>
+py::array_t<T> host_renorm(const py::array_t<T, py::array::c_style>& x, Index outer, Index count, Index inner,
+                           double p, double maxnorm) {
+  if (outer < 0 || count < 0 || inner < 0 || outer * count * inner != static_cast<Index>(x.size()))
+    throw std::invalid_argument("host_renorm: (outer, count, inner) must be the array's size");
+  std::vector<double> norms(static_cast<std::size_t>(count), 0.0);
+  const T* in = x.data();
+  for (Index o = 0; o < outer; ++o)
+    for (Index c = 0; c < count; ++c) {
+      double& acc = norms[static_cast<std::size_t>(c)];
+      for (Index k = 0; k < inner; ++k) {
+        const double v = std::fabs(double(in[(o * count + c) * inner + k]));
+        if (std::isinf(p))
+          acc = (v > acc || v != v) ? v : acc;
+        else
+          acc += p == 2.0 ? v * v : (p == 1.0 ? v : std::pow(v, p));
+      }
+    }
+  std::vector<T> factors(static_cast<std::size_t>(count));
+  for (Index c = 0; c < count; ++c) {
+    const double acc = norms[static_cast<std::size_t>(c)];
+    const T norm = T(std::isinf(p) || p == 1.0 ? acc : (p == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / p)));
+    factors[static_cast<std::size_t>(c)] = norm > T(maxnorm) ? T(1) / (norm + T(1e-7)) * T(maxnorm) : T(1);
+  }
+  py::array_t<T> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  T* result = out.mutable_data();
+  for (Index o = 0; o < outer; ++o)
+    for (Index c = 0; c < count; ++c)
+      for (Index k = 0; k < inner; ++k) {
+        const Index at = (o * count + c) * inner + k;
+        result[at] = in[at] * factors[static_cast<std::size_t>(c)];
+      }
+  return out;
+}
+
 }  // namespace
 
 void bind_reduce(py::module_& m) {
@@ -56,6 +140,23 @@ void bind_reduce(py::module_& m) {
         "The variance (rows,) of each of ``rows`` equal rows of a non-empty C-contiguous float32/float64 array: "
         "the sum of squared deviations from the row's mean over max(row length - correction, 0), accumulated "
         "in double, in the array's dtype.");
+  m.def("host_extremes_all", &host_extremes_all<float>, py::arg("x").noconvert());
+  m.def("host_extremes_all", &host_extremes_all<double>, py::arg("x").noconvert());
+  m.def("host_extremes_all", &host_extremes_all<std::int64_t>, py::arg("x").noconvert());
+  m.def("host_extremes_all", &host_extremes_all<std::int32_t>, py::arg("x").noconvert(),
+        "(min, max) of every element of a non-empty C-contiguous float32/float64/int64/int32 array, 0-d arrays "
+        "of its dtype; a NaN anywhere is both.");
+  m.def("host_truth_all", &host_truth_all<bool>, py::arg("any"), py::arg("x").noconvert());
+  m.def("host_truth_all", &host_truth_all<float>, py::arg("any"), py::arg("x").noconvert());
+  m.def("host_truth_all", &host_truth_all<double>, py::arg("any"), py::arg("x").noconvert(),
+        "Whether any (any=True) or every element of a C-contiguous bool/float32/float64 array is nonzero, as a "
+        "0-d bool array.");
+  m.def("host_renorm", &host_renorm<float>, py::arg("x").noconvert(), py::arg("outer"), py::arg("count"),
+        py::arg("inner"), py::arg("p"), py::arg("maxnorm"));
+  m.def("host_renorm", &host_renorm<double>, py::arg("x").noconvert(), py::arg("outer"), py::arg("count"),
+        py::arg("inner"), py::arg("p"), py::arg("maxnorm"),
+        "renorm of a C-contiguous float32/float64 array seen as (outer, count, inner) along its middle dim: each "
+        "slice whose p-norm (accumulated in double) exceeds maxnorm scaled by maxnorm / (norm + 1e-7).");
 }
 
 }  // namespace adcuda::host

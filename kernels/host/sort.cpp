@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 namespace py = pybind11;
@@ -81,6 +82,46 @@ py::tuple host_sort_rows(bool descending, const py::array_t<T, py::array::c_styl
   return descending ? sorted_rows<T, true>(x) : sorted_rows<T, false>(x);
 }
 
+// The mode of each row (the last dim) of a C-contiguous array: the most frequent value (the smallest of
+// equally frequent ones) and the index of its last occurrence, as (values, int64 indices) of shape x.shape[:-1].
+// The row is stably sorted (as sorted_rows: NaN last, and each NaN its own value, equal to nothing), so the
+// end of the first longest run of equal values is the answer, and the stable order makes its index the last
+// occurrence in the row: PyTorch's mode, and the NumPy composition in adcuda/ops/sort.py's mode, its reference.
+template <typename T>
+py::tuple host_mode_rows(const py::array_t<T, py::array::c_style>& x) {
+  if (x.ndim() == 0 || x.shape(x.ndim() - 1) == 0)
+    throw std::invalid_argument("host_mode_rows: rows of at least one element expected");
+  std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim() - 1);
+  py::array_t<T> values(shape);
+  py::array_t<Index> indices(shape);
+  const Index n = static_cast<Index>(x.shape(x.ndim() - 1));
+  const Index rows = static_cast<Index>(x.size()) / n;
+  std::vector<Index> order(static_cast<std::size_t>(n));
+  const T* in = x.data();
+  T* out = values.mutable_data();
+  Index* at = indices.mutable_data();
+  for (Index r = 0; r < rows; ++r, in += n) {
+    Index* first = order.data();
+    for (Index i = 0; i < n; ++i) first[i] = i;
+    std::stable_sort(first, first + n, [in](Index i, Index j) {
+      const T a = in[i], b = in[j];
+      return a < b || (b != b && a == a);
+    });
+    Index best = 0, best_length = 0, start = 0;
+    for (Index i = 1; i <= n; ++i) {
+      if (i < n && in[first[i]] == in[first[i - 1]]) continue;
+      if (i - start > best_length) {  // (strictly longer: the first, smallest, of equally long runs)
+        best_length = i - start;
+        best = i - 1;
+      }
+      start = i;
+    }
+    out[r] = in[first[best]];
+    at[r] = first[best];
+  }
+  return py::make_tuple(values, indices);
+}
+
 }  // namespace
 
 void bind_sort(py::module_& m) {
@@ -91,6 +132,12 @@ void bind_sort(py::module_& m) {
         "(values, int64 indices) of a stable sort of each row (the last dim) of a C-contiguous "
         "float32/float64/int64/int32 array, ascending or descending; NaN sorts as the largest value and equal "
         "values keep their order.");
+  m.def("host_mode_rows", &host_mode_rows<float>, py::arg("x").noconvert());
+  m.def("host_mode_rows", &host_mode_rows<double>, py::arg("x").noconvert());
+  m.def("host_mode_rows", &host_mode_rows<std::int64_t>, py::arg("x").noconvert());
+  m.def("host_mode_rows", &host_mode_rows<std::int32_t>, py::arg("x").noconvert(),
+        "(values, int64 indices) of shape x.shape[:-1]: the mode of each row (the last dim) of a C-contiguous "
+        "float32/float64/int64/int32 array, the smallest of equally frequent values, at its last occurrence.");
   // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
   m.def("host_running_extreme", &host_running_extreme<float>, py::arg("largest"), py::arg("x").noconvert());
   m.def("host_running_extreme", &host_running_extreme<double>, py::arg("largest"), py::arg("x").noconvert());

@@ -57,11 +57,68 @@ _EXACT_UFUNCS: dict[str, np.ufunc] = {
 }
 
 
+# kernels/host/reduce.cpp's whole-array extremes and truth tests (None in a pure-source checkout without the
+# native module), for the small C-contiguous arrays of the dtypes they are built for: one call where a
+# ufunc's reduction costs a microsecond; the ufuncs stay the reference and serve every other case
+_native_extremes = getattr(_C, "host_extremes_all", None)
+_native_truth = getattr(_C, "host_truth_all", None)
+_NATIVE_EXTREMES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32))
+_NATIVE_TRUTH = frozenset(np.dtype(t) for t in (np.bool_, np.float32, np.float64))
+_HOST_WHOLE_MAX = 1 << 14
+
+
+def _small_contiguous(a):
+    """Whether ``a`` is a non-empty C-contiguous array small enough for one native call holding the GIL."""
+    return 0 < a.size <= _HOST_WHOLE_MAX and a.flags.c_contiguous
+
+
+def whole_extremes(a: BackendArray) -> tuple[BackendArray, BackendArray] | None:
+    """(min, max) of every element of ``a`` as 0-d arrays of its dtype (NaN both where it holds one), by
+    the host module's one pass; None where that does not take ``a``."""
+    if _native_extremes is None or a.dtype not in _NATIVE_EXTREMES or not _small_contiguous(a):
+        return None
+    return _native_extremes(a)
+
+
+def count_nonzero_all(a: BackendArray) -> BackendArray:
+    """How many elements of ``a`` are nonzero (NaN is; -0.0 is not), as a 0-d int64 array: NumPy's count,
+    one call where a comparison and a sum are two."""
+    return np.array(np.count_nonzero(a), np.int64)
+
+
+def _whole(op, a):
+    """``reduce(op, a, None, False)`` for amax, amin, any and all by the host module, or None."""
+    if op == "amax" or op == "amin":
+        both = whole_extremes(a)
+        return None if both is None else both[op == "amax"]
+    if _native_truth is None or a.dtype not in _NATIVE_TRUTH or not _small_contiguous(a):
+        return None
+    return _native_truth(op == "any", a)
+
+
+_native_renorm = getattr(_C, "host_renorm", None)
+_FLOATS = frozenset((_F32, _F64))
+
+
+def host_renorm(a: BackendArray, axis: int, p: float, maxnorm: float) -> BackendArray | None:
+    """ops/reduce.py's renorm of ``a`` along ``axis`` (non-negative; p > 0, inf included) by the host
+    module's one loop over a small C-contiguous float32/float64 array, or None where it does not take
+    ``a`` (the op's composition of primitives, the reference, computes it then)."""
+    if _native_renorm is None or a.dtype not in _FLOATS or not _small_contiguous(a):
+        return None
+    shape = a.shape
+    return _native_renorm(a, math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :]), p, maxnorm)
+
+
 def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     if axes.__class__ is list:
         axes = tuple(axes)
     exact = _EXACT_UFUNCS.get(op)
     if exact is not None:
+        if axes is None:
+            r = _whole(op, a)
+            if r is not None:
+                return r.reshape((1,) * a.ndim) if keepdim else r
         return np.asarray(exact.reduce(a, axis=axes, keepdims=keepdim))
     if op == "prod" and (a.dtype is _F32 or a.dtype is _F64):  # nothing to widen or narrow
         return np.asarray(_MULTIPLY.reduce(a, axis=axes, keepdims=keepdim))

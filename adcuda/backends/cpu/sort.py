@@ -57,6 +57,27 @@ def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> t
 _RESORT_MAX = 1 << 12
 
 
+# kernels/host/sort.cpp's mode of rows (None in a pure-source checkout): for ops/sort.py's mode on a CPU
+# tensor that records nothing, in place of its seven primitives (a sort, the run starts, a running
+# maximum, an argmax, two gathers), which stay the reference and every other case's path
+_native_mode = getattr(_C, "host_mode_rows", None)
+
+
+def mode_of_rows(a: BackendArray) -> tuple[BackendArray, BackendArray] | None:
+    """(values, int64 indices) of shape ``a.shape[:-1]``: the mode of each row (the last dim) of ``a``
+    (the smallest of equally frequent values, at its last occurrence), or None where the native loop
+    does not take ``a`` (another dtype, strided or empty rows, or too large for one call holding the GIL)."""
+    if (
+        _native_mode is None
+        or a.dtype not in _NATIVE_SORT
+        or not 0 < a.size <= _HOST_SORT_MAX
+        or not a.flags.c_contiguous
+        or a.ndim == 0
+    ):
+        return None
+    return _native_mode(a)
+
+
 def _sorted_values(a, idx, axis, descending):
     """``a``'s values in the order of ``idx`` (its stable sort along ``axis``, None: flattened)."""
     if a.ndim == 1 or axis is None:
