@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, overload
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..backends import cpu as _cpu
-from ..backends.cpu.reduce import count_nonzero_all, host_renorm, plain_reduce, whole_extremes
+from ..backends.cpu.reduce import count_nonzero_all, host_renorm, plain_reduce, whole_extremes, whole_var_mean
 from ..errors import DTypeError, EmptyReductionError, ShapeError, UnsupportedDTypeError, UnsupportedError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import cast, filled, host_extremes, wrap, wrap_dim
@@ -262,13 +262,17 @@ lowering("reduce", "amin", onnx="ReduceMin", c=("INFINITY", "(({v} != {v} || {v}
 
 
 def _max_min(name, input, dim, keepdim):
-    if isinstance(dim, Tensor):  # max(a, b) is PyTorch's elementwise maximum
-        return (maximum if name == "max" else minimum)(input, dim)
     if dim is None:
         if needs_grad(input):
             return (amax if name == "max" else amin)(input)
+        if primitives(input) is _cpu:  # the host module's one pass, where it takes the array
+            both = whole_extremes(input._data)
+            if both is not None:
+                return wrap(both[name == "max"], input._device)
         # amax's own forward, without a second entry: nothing to record
         return _extreme("amax" if name == "max" else "amin", input, (), False)
+    if isinstance(dim, Tensor):  # max(a, b) is PyTorch's elementwise maximum
+        return (maximum if name == "max" else minimum)(input, dim)
     axis = wrap_dim(dim, input.ndim, name)
     _check_nonempty(name, input, (axis,) if input.ndim else ())
     result = max_result if name == "max" else min_result
@@ -451,8 +455,10 @@ def std(
 
 
 def _std_forward(input, dim, unbiased, keepdim, correction):
-    bk = primitives(input)
-    wide = _accumulation_dtype(input.dtype) if input.dtype.is_floating_point else input.dtype
+    bk, dtype = primitives(input), input.dtype
+    if dtype is dt.float32 or dtype is dt.float64:  # (the commonest: nothing to widen)
+        return bk.unary("sqrt", _var_forward("std", input, dim, unbiased, keepdim, correction))
+    wide = _accumulation_dtype(dtype) if dtype.is_floating_point else dtype
     # the root before narrowing half types: the variance of [300, -300] is past float16's range, its root is not
     root = bk.unary("sqrt", _var_forward("std", cast(input, wide), dim, unbiased, keepdim, correction))
     return root if wide is input.dtype else bk.astype(root, input.dtype)
@@ -469,9 +475,30 @@ def var_mean(
 ) -> tuple[Tensor, Tensor]:
     if needs_grad(input):
         return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    if dim is None and not keepdim:
+        both = _whole_spread_and_mean("var", input, unbiased, correction)
+        if both is not None:
+            return both
     # both forwards without their entries: nothing to record
     spread = _var_forward("var", input, dim, unbiased, keepdim, correction)
-    return wrap(spread, input._device), _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
+    return wrap(spread, input._device), _mean_of(input, dim, keepdim)
+
+
+def _whole_spread_and_mean(name, input, unbiased, correction):
+    """var_mean's ("var") or std_mean's ("std") pair over every dim for a CPU tensor that records nothing,
+    by the host module's one call where it takes the array (None elsewhere): the values of the forwards'
+    primitives."""
+    if primitives(input) is not _cpu:
+        return None
+    both = whole_var_mean(input._data, _correction(name, unbiased, correction), name == "std")
+    return None if both is None else (wrap(both[0], input._device), wrap(both[1], input._device))
+
+
+def _mean_of(input, dim, keepdim):
+    """mean's forward for var_mean and std_mean, whose forwards checked the dtype (dim None: the
+    primitive's every dim, its cheapest)."""
+    axes = None if dim is None else reduce_axes("mean", input.ndim, dim)
+    return wrap(primitives(input).reduce("mean", input._data, axes, keepdim), input._device)
 
 
 @op("std_mean", doc="(std, mean) over dim.", composite=True)
@@ -485,8 +512,12 @@ def std_mean(
 ) -> tuple[Tensor, Tensor]:
     if needs_grad(input):
         return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    if dim is None and not keepdim:
+        both = _whole_spread_and_mean("std", input, unbiased, correction)
+        if both is not None:
+            return both
     spread = _std_forward(input, dim, unbiased, keepdim, correction)  # (no entries: nothing to record)
-    return wrap(spread, input._device), _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
+    return wrap(spread, input._device), _mean_of(input, dim, keepdim)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -636,7 +667,8 @@ def _reduces_nothing(dim):
 def all(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     if _reduces_nothing(dim):
         return ne(input, 0)
-    return _reduce("all", input, reduce_axes("all", input.ndim, dim), keepdim)
+    axes = None if dim is None else reduce_axes("all", input.ndim, dim)  # None: the primitive's every dim
+    return wrap(primitives(input).reduce("all", input._data, axes, keepdim), input._device)
 
 
 lowering(
@@ -650,7 +682,8 @@ lowering(
 def any(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     if _reduces_nothing(dim):
         return ne(input, 0)
-    return _reduce("any", input, reduce_axes("any", input.ndim, dim), keepdim)
+    axes = None if dim is None else reduce_axes("any", input.ndim, dim)  # None: the primitive's every dim
+    return wrap(primitives(input).reduce("any", input._data, axes, keepdim), input._device)
 
 
 lowering(

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
-from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..backends import cpu as _cpu
-from ..backends.cpu.sort import mode_of_rows
+from ..backends.cpu.sort import median_of_all, mode_of_rows
 from ..errors import (
     DTypeError,
     EmptyReductionError,
@@ -26,7 +25,7 @@ from ..errors import (
     UnsupportedError,
     fmt_shape,
 )
-from ..tensor import primitives
+from ..tensor import Tensor, primitives
 from .common import has_shape, result_type, wrap, wrap_dim
 from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
@@ -34,9 +33,6 @@ from .index import gather
 from .layout import cat
 from .reduce import along, values_and_indices
 from .registry import op
-
-if TYPE_CHECKING:
-    from ..types import Tensor
 
 sort_result = namedtuple("sort", ["values", "indices"])
 topk_result = namedtuple("topk", ["values", "indices"])
@@ -99,8 +95,10 @@ def topk(
     sorted: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """The ``k`` largest (or smallest) values along ``dim`` and their indices, in sorted order."""
-    size = input.shape[wrap_dim(dim, input.ndim, "topk")] if input.ndim else 1
-    if not isinstance(k, int) or isinstance(k, bool):
+    data = input._data
+    axis = wrap_dim(dim, data.ndim, "topk") if data.ndim else 0
+    size = data.shape[axis] if data.ndim else 1
+    if k.__class__ is not int and (not isinstance(k, int) or isinstance(k, bool)):
         raise DTypeError(f"topk: k must be an int, got {type(k).__name__}")
     if k < 0 or k > size:  # PyTorch's RuntimeError: a value, not an index, out of range
         raise InvalidArgumentError(
@@ -111,12 +109,13 @@ def topk(
         if k == 0:
             values, indices = values.reshape(1)[:0], indices.reshape(1)[:0]
         return topk_result(values, indices)
-    axis = wrap_dim(dim, input.ndim, "topk")
     P, device = primitives(input), input._device
-    ordered, order = P.sort(input._data, axis, largest, True)
+    ordered, order = P.sort(data, axis, largest, True)
     first_k = along(axis, slice(0, k))
     indices = wrap(P.contiguous(P.slice(order, first_k)), device)
-    return topk_result(_values_at(input, axis, indices, wrap(P.slice(ordered, first_k), device)), indices)
+    if needs_grad(input):
+        return topk_result(gather(input, axis, indices), indices)
+    return topk_result(wrap(P.slice(ordered, first_k), device), indices)
 
 
 @op("msort", doc="input sorted along dim 0.", composite=True)
@@ -181,6 +180,10 @@ def _middle_of_all(input, skip_nan):
     middle of the flattened sort (of its numbers, NaN left out), or a NaN where the input holds one
     (PyTorch's median) or holds nothing else (nanmedian). NaN sorts last."""
     P = primitives(input)
+    if P is _cpu:  # the host module's selection, where it takes the array
+        middle = median_of_all(input._data, skip_nan)
+        if middle is not None:
+            return wrap(middle, input._device)
     ordered, _ = P.sort(input._data, None, False, True)
     n = count = input.numel()
     if input.dtype.is_floating_point:
@@ -466,9 +469,9 @@ def searchsorted(
 
 def _search(name, sorted_sequence, input, out_int32, right):
     """searchsorted's (and bucketize's) positions of ``input`` in ``sorted_sequence``'s last dim."""
-    scalar = not has_shape(input)
-    values = input if has_shape(input) else sorted_sequence.new_tensor([input])
-    if sorted_sequence.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
+    scalar = input.__class__ is not Tensor and not has_shape(input)
+    values = sorted_sequence.new_tensor([input]) if scalar else input
+    if sorted_sequence._data.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
         raise ShapeError(
             f"{name}: sorted_sequence {fmt_shape(sorted_sequence.shape)} and input {fmt_shape(values.shape)} "
             "must agree in every dim but the last (or sorted_sequence must be 1-d)"

@@ -18,6 +18,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "host/torch_order_sum.h"
+
 namespace py = pybind11;
 
 namespace adcuda::host {
@@ -56,6 +58,18 @@ py::array_t<T> scalar(T value) {
   py::array_t<T> out(std::vector<py::ssize_t>{});
   *out.mutable_data() = value;
   return out;
+}
+
+// (var or std, mean) of every element of a non-empty C-contiguous float32/float64 array, 0-d arrays of its
+// dtype, for var_mean and std_mean over every dim: the variance as host_row_variance's of one row (its root,
+// in the dtype, for std: the root of the rounded variance, as the backend's sqrt of var's result), the mean
+// as the CPU backend's mean over every dim (the sum in PyTorch's order, then one division in the dtype).
+template <typename T>
+py::tuple host_var_mean_all(const py::array_t<T, py::array::c_style>& x, double correction, bool root) {
+  const auto spread = host_row_variance<T>(x, 1, correction);
+  const T var = *spread.data();
+  const T mean = torch_order_sum(x.data(), static_cast<std::size_t>(x.size())) / T(x.size());
+  return py::make_tuple(scalar<T>(root ? std::sqrt(var) : var), scalar<T>(mean));
 }
 
 // (min, max) of every element of a non-empty C-contiguous array, as 0-d arrays of its dtype, by NumPy's
@@ -140,6 +154,12 @@ void bind_reduce(py::module_& m) {
         "The variance (rows,) of each of ``rows`` equal rows of a non-empty C-contiguous float32/float64 array: "
         "the sum of squared deviations from the row's mean over max(row length - correction, 0), accumulated "
         "in double, in the array's dtype.");
+  m.def("host_var_mean_all", &host_var_mean_all<float>, py::arg("x").noconvert(), py::arg("correction"),
+        py::arg("root"));
+  m.def("host_var_mean_all", &host_var_mean_all<double>, py::arg("x").noconvert(), py::arg("correction"),
+        py::arg("root"),
+        "(variance, or its root if root, mean) of every element of a non-empty C-contiguous float32/float64 array, "
+        "0-d arrays of its dtype: the variance accumulated in double, the mean in PyTorch's order of additions.");
   m.def("host_extremes_all", &host_extremes_all<float>, py::arg("x").noconvert());
   m.def("host_extremes_all", &host_extremes_all<double>, py::arg("x").noconvert());
   m.def("host_extremes_all", &host_extremes_all<std::int64_t>, py::arg("x").noconvert());

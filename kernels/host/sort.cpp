@@ -122,6 +122,35 @@ py::tuple host_mode_rows(const py::array_t<T, py::array::c_style>& x) {
   return py::make_tuple(values, indices);
 }
 
+// median() (nanmedian() if skip_nan) of every element of a non-empty C-contiguous array, as a 0-d array of
+// its dtype: the lower middle of its numbers (nth_element on a copy: no full sort for one order statistic),
+// or a NaN where the array holds one (median) or nothing else (nanmedian). The value of ops/sort.py's
+// composition over the sort, its reference.
+template <typename T>
+py::array_t<T> host_median_all(bool skip_nan, const py::array_t<T, py::array::c_style>& x) {
+  const Index n = static_cast<Index>(x.size());
+  if (n == 0) throw std::invalid_argument("host_median_all: an empty array has no median");
+  const T* in = x.data();
+  std::vector<T> numbers;
+  numbers.reserve(static_cast<std::size_t>(n));
+  T nan = T(0);
+  for (Index i = 0; i < n; ++i) {
+    if (in[i] == in[i])
+      numbers.push_back(in[i]);
+    else
+      nan = in[i];  // (never so for an integer type)
+  }
+  py::array_t<T> out(std::vector<py::ssize_t>{});
+  if (numbers.empty() || (!skip_nan && static_cast<Index>(numbers.size()) < n)) {
+    *out.mutable_data() = nan;
+    return out;
+  }
+  const auto middle = numbers.begin() + static_cast<std::ptrdiff_t>((numbers.size() - 1) / 2);
+  std::nth_element(numbers.begin(), middle, numbers.end());
+  *out.mutable_data() = *middle;
+  return out;
+}
+
 }  // namespace
 
 void bind_sort(py::module_& m) {
@@ -132,6 +161,12 @@ void bind_sort(py::module_& m) {
         "(values, int64 indices) of a stable sort of each row (the last dim) of a C-contiguous "
         "float32/float64/int64/int32 array, ascending or descending; NaN sorts as the largest value and equal "
         "values keep their order.");
+  m.def("host_median_all", &host_median_all<float>, py::arg("skip_nan"), py::arg("x").noconvert());
+  m.def("host_median_all", &host_median_all<double>, py::arg("skip_nan"), py::arg("x").noconvert());
+  m.def("host_median_all", &host_median_all<std::int64_t>, py::arg("skip_nan"), py::arg("x").noconvert());
+  m.def("host_median_all", &host_median_all<std::int32_t>, py::arg("skip_nan"), py::arg("x").noconvert(),
+        "The lower median of every element of a non-empty C-contiguous float32/float64/int64/int32 array (NaN "
+        "left out if skip_nan), a 0-d array of its dtype; NaN where it holds one (a NaN only, if skip_nan).");
   m.def("host_mode_rows", &host_mode_rows<float>, py::arg("x").noconvert());
   m.def("host_mode_rows", &host_mode_rows<double>, py::arg("x").noconvert());
   m.def("host_mode_rows", &host_mode_rows<std::int64_t>, py::arg("x").noconvert());

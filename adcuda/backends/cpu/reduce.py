@@ -332,6 +332,18 @@ def _trailing_rows(x, axes):
     return math.prod(x.shape[: ndim - len(dims)])
 
 
+_native_var_mean = getattr(_C, "host_var_mean_all", None)
+
+
+def whole_var_mean(a: BackendArray, correction: float, root: bool) -> tuple[BackendArray, BackendArray] | None:
+    """(``var(a, None, correction, False)``, or its root if ``root``; ``reduce("mean", a, None, False)``) for
+    var_mean and std_mean, by the host module's one call over a small C-contiguous float32/float64 array
+    (the same values as those primitives'), or None where it does not take ``a``."""
+    if _native_var_mean is None or a.dtype not in _FLOATS or not 0 < a.size <= _HOST_VARIANCE_MAX:
+        return None
+    return _native_var_mean(a, float(correction), root) if a.flags.c_contiguous else None
+
+
 def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
     x, axes = _floating("var", a, axes)
     rows = _trailing_rows(x, axes)

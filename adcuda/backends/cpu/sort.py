@@ -78,6 +78,17 @@ def mode_of_rows(a: BackendArray) -> tuple[BackendArray, BackendArray] | None:
     return _native_mode(a)
 
 
+_native_median = getattr(_C, "host_median_all", None)
+
+
+def median_of_all(a: BackendArray, skip_nan: bool) -> BackendArray | None:
+    """ops/sort.py's median() (nanmedian() if ``skip_nan``) of every element of ``a`` as a 0-d array, by the
+    host module's one selection, or None where it does not take ``a`` (the op's sort is the reference)."""
+    if _native_median is None or a.dtype not in _NATIVE_SORT or not 0 < a.size <= _HOST_SORT_MAX:
+        return None
+    return _native_median(skip_nan, a) if a.flags.c_contiguous else None
+
+
 def _sorted_values(a, idx, axis, descending):
     """``a``'s values in the order of ``idx`` (its stable sort along ``axis``, None: flattened)."""
     if a.ndim == 1 or axis is None:
