@@ -167,3 +167,25 @@ def test_a_tensor_that_requires_grad_records(call):
     assert out.grad_fn is not None
     out.backward()
     assert x.grad is not None and x.grad.shape == x.shape
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_host_logsumexp_of_rows_equals_the_numpy_path(monkeypatch, dtype):
+    """kernels/host/reduce.cpp's log-sum-exp of trailing dims (computed in double) against the NumPy
+    path (the native loop hidden), within the dtype's rounding: every dim, the last, the last two,
+    keepdim, and rows of inf, -inf, NaN and large values; other dims take the NumPy path either way."""
+    assert cpu_reduce._native_row_logsumexp is not None, "the host module was built without host_row_logsumexp"
+    x = np.random.default_rng(5).standard_normal((3, 4, 5)).astype(dtype) * 4
+    special = np.array(
+        [[1.0, np.inf, 2.0], [-np.inf, -np.inf, -np.inf], [np.nan, 0.0, 1.0], [500.0, 499.0, -500.0]], dtype
+    )
+    calls = [(x, None, False), (x, (2,), True), (x, (1, 2), False), (x, (0,), False), (special, (1,), False)]
+    runs = {}
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr(cpu_reduce, "_native_row_logsumexp", None)
+        runs[native] = [cpu_reduce.logsumexp(a, axes, keepdim) for a, axes, keepdim in calls]
+    for got, ref in zip(runs[True], runs[False]):
+        assert got.dtype == ref.dtype and got.shape == ref.shape
+        eps = np.finfo(dtype).eps  # (the NumPy path rounds in the dtype: near 0, an absolute error)
+        np.testing.assert_allclose(got, ref, rtol=4 * eps, atol=4 * eps)

@@ -578,7 +578,7 @@ def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: boo
 
 def _pnorm_forward(input, p, dim, keepdim):
     bk = primitives(input)
-    axes = reduce_axes("norm", input.ndim, dim)
+    axes = None if dim is None else reduce_axes("norm", input.ndim, dim)  # None: the primitive's every dim
     # the powers and their sum in float32 for half types, as PyTorch accumulates: 300 ** 2 is past
     # float16's range while the norm of four of them is 600
     d = _accumulation_dtype(input.dtype)
@@ -614,9 +614,9 @@ def norm(
         p = 2
     if isinstance(p, str) or not isinstance(p, (int, float)):
         raise ValueError(f"norm: p must be a number or 'fro', got {p!r}")
-    if p == float("inf"):
+    if p == math.inf:
         return amax(_abs(input), () if dim is None else dim, keepdim)
-    if p == -float("inf"):
+    if p == -math.inf:
         return amin(_abs(input), () if dim is None else dim, keepdim)
     if needs_grad(input):
         return pnorm(input, p, dim, keepdim)

@@ -52,6 +52,32 @@ py::array_t<T> host_row_variance(const py::array_t<T, py::array::c_style>& x, In
   return out;
 }
 
+// log(sum(exp(row))) of each of `rows` equal rows of a non-empty C-contiguous float32/float64 array, in
+// double: the row's maximum taken out first (0 where it is not finite, as the CPU backend's NumPy path,
+// the reference: an inf row gives inf, a row of -inf gives -inf, a NaN gives NaN), in the array's dtype.
+template <typename T>
+py::array_t<T> host_row_logsumexp(const py::array_t<T, py::array::c_style>& x, Index rows) {
+  const Index size = static_cast<Index>(x.size());
+  if (rows <= 0 || size == 0 || size % rows)
+    throw std::invalid_argument("host_row_logsumexp: rows must be positive and divide a non-empty array");
+  const Index count = size / rows;
+  py::array_t<T> out(std::vector<py::ssize_t>{static_cast<py::ssize_t>(rows)});
+  const T* in = x.data();
+  T* result = out.mutable_data();
+  for (Index r = 0; r < rows; ++r, in += count) {
+    double largest = double(in[0]);
+    for (Index k = 1; k < count && largest == largest; ++k) {
+      const double v = double(in[k]);
+      largest = (v > largest || v != v) ? v : largest;
+    }
+    const double shift = std::isfinite(largest) ? largest : 0.0;
+    double total = 0.0;
+    for (Index k = 0; k < count; ++k) total += std::exp(double(in[k]) - shift);
+    result[r] = T(std::log(total) + shift);
+  }
+  return out;
+}
+
 // A 0-d array holding `value`.
 template <typename T>
 py::array_t<T> scalar(T value) {
@@ -160,6 +186,10 @@ void bind_reduce(py::module_& m) {
         py::arg("root"),
         "(variance, or its root if root, mean) of every element of a non-empty C-contiguous float32/float64 array, "
         "0-d arrays of its dtype: the variance accumulated in double, the mean in PyTorch's order of additions.");
+  m.def("host_row_logsumexp", &host_row_logsumexp<float>, py::arg("x").noconvert(), py::arg("rows"));
+  m.def("host_row_logsumexp", &host_row_logsumexp<double>, py::arg("x").noconvert(), py::arg("rows"),
+        "log(sum(exp(row))) (rows,) of each of ``rows`` equal rows of a non-empty C-contiguous float32/float64 "
+        "array, computed in double with the row's finite maximum taken out, in the array's dtype.");
   m.def("host_extremes_all", &host_extremes_all<float>, py::arg("x").noconvert());
   m.def("host_extremes_all", &host_extremes_all<double>, py::arg("x").noconvert());
   m.def("host_extremes_all", &host_extremes_all<std::int64_t>, py::arg("x").noconvert());

@@ -291,12 +291,13 @@ def _leading_count(a, axes):
 def argreduce(op: str, a: BackendArray, axis: int | None, keepdim: bool) -> BackendArray:
     if op not in ("argmax", "argmin"):
         raise ValueError(f"argreduce: unknown op '{op}'")
-    fn = np.argmax if op == "argmax" else np.argmin
     x = _compute(a)
+    # the array's methods: np.argmax and np.argmin add a Python layer that costs more than a small array's search
+    fn = x.argmax if op == "argmax" else x.argmin
     if axis is None:
-        r = np.asarray(fn(x))
+        r = np.asarray(fn(), dtype=np.int64)
         return r.reshape((1,) * a.ndim) if keepdim else r
-    return np.asarray(fn(x, axis=axis, keepdims=keepdim), dtype=np.int64)
+    return np.asarray(fn(axis=axis, keepdims=keepdim), dtype=np.int64)
 
 
 def _floating(op, a, axes):
@@ -344,13 +345,17 @@ def whole_var_mean(a: BackendArray, correction: float, root: bool) -> tuple[Back
     return _native_var_mean(a, float(correction), root) if a.flags.c_contiguous else None
 
 
+def _row_shape(x, axes, keepdim):
+    """The shape of ``x`` reduced over ``axes``, which ``_trailing_rows`` accepted (its last dims)."""
+    kept = 0 if axes is None else x.ndim - len((axes,) if axes.__class__ is int else axes)
+    return x.shape[:kept] + ((1,) * (x.ndim - kept) if keepdim else ())
+
+
 def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
     x, axes = _floating("var", a, axes)
     rows = _trailing_rows(x, axes)
     if rows and _native_row_variance is not None:
-        kept = 0 if axes is None else x.ndim - len((axes,) if axes.__class__ is int else axes)
-        shape = x.shape[:kept] + ((1,) * (x.ndim - kept) if keepdim else ())
-        r = _native_row_variance(x, rows, float(correction)).reshape(shape)
+        r = _native_row_variance(x, rows, float(correction)).reshape(_row_shape(x, axes, keepdim))
         return r if r.dtype == a.dtype else r.astype(a.dtype)
     n = math.prod(x.shape if axes is None else (x.shape[ax] for ax in ((axes,) if isinstance(axes, int) else axes)))
     if current_errors() is QUIET:  # inside an op's entry: NumPy already says nothing
@@ -368,8 +373,17 @@ def _variance(x, axes, n, correction, keepdim):
     return _ADD.reduce(centered * centered, axis=axes, keepdims=keepdim) / max(n - correction, 0)
 
 
+# kernels/host/reduce.cpp's log-sum-exp of rows (None in a pure-source checkout), for the small arrays
+# reduced over their last dims, as the variance's; the NumPy path below (nine calls) is its reference
+_native_row_logsumexp = getattr(_C, "host_row_logsumexp", None)
+
+
 def logsumexp(a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     x, axes = _floating("logsumexp", a, axes)
+    rows = _trailing_rows(x, axes)
+    if rows and _native_row_logsumexp is not None:
+        r = _native_row_logsumexp(x, rows).reshape(_row_shape(x, axes, keepdim))
+        return r if r.dtype == a.dtype else r.astype(a.dtype)
     m = np.amax(x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
     with np.errstate(divide="ignore"):
