@@ -15,7 +15,7 @@ from collections import namedtuple
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..backends import cpu as _cpu
-from ..backends.cpu.sort import median_of_all, mode_of_rows
+from ..backends.cpu.sort import median_of_all, mode_of_rows, search_row
 from ..errors import (
     DTypeError,
     EmptyReductionError,
@@ -469,6 +469,10 @@ def searchsorted(
 
 def _search(name, sorted_sequence, input, out_int32, right):
     """searchsorted's (and bucketize's) positions of ``input`` in ``sorted_sequence``'s last dim."""
+    if input.__class__ is Tensor and primitives(sorted_sequence) is _cpu and input._device is sorted_sequence._device:
+        boundaries, points = sorted_sequence._data, input._data
+        if boundaries.ndim == 1 and boundaries.dtype == points.dtype and not out_int32:  # the commonest call
+            return wrap(search_row(boundaries, points, right), input._device)
     scalar = input.__class__ is not Tensor and not has_shape(input)
     values = sorted_sequence.new_tensor([input]) if scalar else input
     if sorted_sequence._data.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):

@@ -180,10 +180,17 @@ _check_searchsorted = declared.searchsorted
 _check_bincount = declared.bincount
 
 
+def search_row(boundaries: BackendArray, values: BackendArray, right: bool) -> BackendArray:
+    """``searchsorted`` for 1-d ``boundaries`` of ``values``' dtype (what it checks, checked): one binary
+    search per value, NumPy's (the method: np.searchsorted adds a layer); ops/sort.py calls it directly
+    for a CPU tensor."""
+    return np.asarray(boundaries.searchsorted(values, side="right" if right else "left"), dtype=np.int64)
+
+
 def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) -> BackendArray:
     _check_searchsorted(boundaries, values, right)
-    if boundaries.ndim == 1:  # one binary search per value, NumPy's (the method: np.searchsorted adds a layer)
-        return np.asarray(boundaries.searchsorted(values, side="right" if right else "left"), dtype=np.int64)
+    if boundaries.ndim == 1:
+        return search_row(boundaries, values, right)
     # rows of boundaries: the boundaries below each value of the row counted (the CUDA backend's way), a
     # NaN value last, as a binary search puts it
     b, v = _compute(boundaries)[..., None, :], _compute(values)[..., None]
