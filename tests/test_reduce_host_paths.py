@@ -14,7 +14,14 @@ cpu_reduce = importlib.import_module("adcuda.backends.cpu.reduce")
 cpu_sort = importlib.import_module("adcuda.backends.cpu.sort")
 
 # (module, attribute of the native function) behind each call below
-REDUCE_NATIVES = ("_native_extremes", "_native_truth", "_native_renorm", "_native_var_mean")
+REDUCE_NATIVES = (
+    "_native_extremes",
+    "_native_truth",
+    "_native_renorm",
+    "_native_var_mean",
+    "_native_norm2",
+    "_native_nansum",
+)
 SORT_NATIVES = ("_native_mode", "_native_median")
 
 
@@ -64,6 +71,7 @@ FLOAT_CALLS = {
     "var_mean": lambda t: adcuda.var_mean(t),
     "std_mean correction=0": lambda t: adcuda.std_mean(t, correction=0),
     "nansum": lambda t: t.nansum(),
+    "norm": lambda t: t.norm(),
     "nanmean": lambda t: t.nanmean(),
     "bool any": lambda t: (t > 0).any(),
     "bool all": lambda t: (t == t).all(),
@@ -106,7 +114,7 @@ def test_host_paths_equal_the_primitives_bit_for_bit(monkeypatch, dtype):
     # every host function of the ops this dtype has was called
     expected = {"_native_extremes", "_native_mode", "_native_median"}
     if np.dtype(dtype).kind == "f":
-        expected |= {"_native_truth", "_native_renorm", "_native_var_mean"}
+        expected |= {"_native_truth", "_native_renorm", "_native_var_mean", "_native_norm2", "_native_nansum"}
     assert expected <= set(counts), counts
     for attribute in REDUCE_NATIVES:
         monkeypatch.setattr(cpu_reduce, attribute, None)
@@ -159,6 +167,7 @@ def test_the_primitives_path_agrees_with_pytorch_on_the_edge_cases():
         lambda t: adcuda.var_mean(t)[1],
         lambda t: t.nansum(),
         lambda t: t.nanmean(),
+        lambda t: t.norm(),
     ],
 )
 def test_a_tensor_that_requires_grad_records(call):
@@ -189,3 +198,26 @@ def test_host_logsumexp_of_rows_equals_the_numpy_path(monkeypatch, dtype):
         assert got.dtype == ref.dtype and got.shape == ref.shape
         eps = np.finfo(dtype).eps  # (the NumPy path rounds in the dtype: near 0, an absolute error)
         np.testing.assert_allclose(got, ref, rtol=4 * eps, atol=4 * eps)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_host_logcumsumexp_equals_numpy_accumulate(monkeypatch, dtype):
+    """kernels/host/sort.cpp's logaddexp scan of rows against NumPy's logaddexp.accumulate (the native
+    loop hidden): equal values, infinities of either sign, NaN, a one-element row, the last dim named
+    either way; another dim takes NumPy's path either way."""
+    assert cpu_sort._native_logcumsumexp is not None, "the host module was built without host_logcumsumexp_rows"
+    x = np.random.default_rng(6).standard_normal((3, 4, 9)).astype(dtype) * 30
+    special = np.array(
+        [[1.0, 1.0, np.inf, 2.0], [-np.inf, -np.inf, 0.0, -np.inf], [np.nan, 0.0, 1.0, 1.0], [5.0, np.inf, np.inf, 1]],
+        dtype,
+    )
+    calls = [(x, -1), (x, 2), (x, 1), (special, 1), (x[:, :, :1], 2)]
+    runs = {}
+    for native in (True, False):
+        if not native:
+            monkeypatch.setattr(cpu_sort, "_native_logcumsumexp", None)
+        runs[native] = [cpu_sort.scan("logaddexp", a, axis) for a, axis in calls]
+    for got, ref in zip(runs[True], runs[False]):
+        assert got.dtype == ref.dtype and got.shape == ref.shape
+        eps = np.finfo(dtype).eps
+        np.testing.assert_allclose(got, ref, rtol=2 * eps, atol=2 * eps)

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, overload
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..backends import cpu as _cpu
-from ..backends.cpu.reduce import count_nonzero_all, host_renorm, plain_reduce, whole_extremes, whole_var_mean
+from ..backends.cpu.reduce import (
+    count_nonzero_all,
+    host_renorm,
+    whole_extremes,
+    whole_nansum,
+    whole_norm2,
+    whole_var_mean,
+)
 from ..errors import DTypeError, EmptyReductionError, ShapeError, UnsupportedDTypeError, UnsupportedError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import cast, filled, host_extremes, wrap, wrap_dim
@@ -261,9 +268,15 @@ def amin(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) ->
 lowering("reduce", "amin", onnx="ReduceMin", c=("INFINITY", "(({v} != {v} || {v} < {acc}) ? {v} : {acc})", None))
 
 
+def _may_record(t):
+    """Whether ``t`` may take part in a graph (then ``needs_grad`` decides): a tensor with none of the
+    marks of one skips grad mode's thread-local read."""
+    return t._requires_grad or t._grad_fn is not None or t._base is not None
+
+
 def _max_min(name, input, dim, keepdim):
     if dim is None:
-        if needs_grad(input):
+        if _may_record(input) and needs_grad(input):
             return (amax if name == "max" else amin)(input)
         if primitives(input) is _cpu:  # the host module's one pass, where it takes the array
             both = whole_extremes(input._data)
@@ -620,6 +633,10 @@ def norm(
         return amin(_abs(input), () if dim is None else dim, keepdim)
     if needs_grad(input):
         return pnorm(input, p, dim, keepdim)
+    if p == 2 and dim is None and not keepdim and primitives(input) is _cpu:
+        out = whole_norm2(input._data)  # the host module's one call, where it takes the array
+        if out is not None:
+            return wrap(out, input._device)
     return _pnorm_forward(input, p, dim, keepdim)  # pnorm's forward without its entry: nothing to record
 
 
@@ -758,24 +775,11 @@ def nansum(
         if input.dtype.is_floating_point:
             input = where(input != input, 0.0, input)
         return sum(input, dim, keepdim, dtype=dtype)
-    if dim is None and not keepdim and dtype is None:
-        total = _sum_unless_nan(input)
+    if dim is None and not keepdim and dtype is None and primitives(input) is _cpu:
+        total = whole_nansum(input._data, False)  # the host module's one call, where it takes the array
         if total is not None:
             return wrap(total, input._device)
     return _sum_forward(_without_nan(input), dim, keepdim, dtype)  # (no entries: nothing to record)
-
-
-def _sum_unless_nan(input, op="sum"):
-    """The sum (or mean) of every element of a CPU float32/float64 tensor, by the fast lane's kernel, where it
-    is a number: then the input holds no NaN, and it is nansum's (nanmean's) result too, in the same order of
-    additions. None otherwise (a NaN, an inf - inf, or an array the kernel declines)."""
-    if primitives(input) is not _cpu or input.dtype is not dt.float32 and input.dtype is not dt.float64:
-        return None
-    total = _PLAIN_SUM[op](input._data)
-    return total if total is not None and total == total else None
-
-
-_PLAIN_SUM = {op: plain_reduce(op) for op in ("sum", "mean")}
 
 
 def _without_nan(input):
@@ -795,8 +799,8 @@ def nanmean(
     if needs_grad(input):
         present = input == input
         return nansum(input, dim, keepdim, dtype=dtype) / sum(present, dim, keepdim, dtype=dtype or input.dtype)
-    if dim is None and not keepdim and dtype is None:
-        average = _sum_unless_nan(input, "mean")
+    if dim is None and not keepdim and dtype is None and primitives(input) is _cpu:
+        average = whole_nansum(input._data, True)
         if average is not None:
             return wrap(average, input._device)
     # on the backend's arrays: nothing to record
@@ -811,7 +815,7 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
     dims: int | tuple[int, ...] = () if dim is None else dim
     if dim is None and keepdim:
         dims = tuple(range(input.ndim))
-    if needs_grad(input):
+    if _may_record(input) and needs_grad(input):
         return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
     # the two forwards' reductions, the dims read and checked once (nothing to record)
     axes = None if dim is None and not keepdim else reduce_axes("aminmax", input.ndim, dims)

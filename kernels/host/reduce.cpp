@@ -86,6 +86,39 @@ py::array_t<T> scalar(T value) {
   return out;
 }
 
+// The 2-norm of every element of a non-empty C-contiguous float32/float64 array, a 0-d array of its dtype:
+// the squares (rounded in the dtype), their sum in PyTorch's order, its root in the dtype; the values of
+// ops/reduce.py's p = 2 norm over the primitives (a product, the sum, a root), its reference.
+template <typename T>
+py::array_t<T> host_norm2_all(const py::array_t<T, py::array::c_style>& x) {
+  const std::size_t n = static_cast<std::size_t>(x.size());
+  if (n == 0) throw std::invalid_argument("host_norm2_all: an empty array");
+  std::vector<T> squares(n);
+  const T* in = x.data();
+  for (std::size_t i = 0; i < n; ++i) squares[i] = in[i] * in[i];
+  return scalar<T>(std::sqrt(torch_order_sum(squares.data(), n)));
+}
+
+// nansum() (nanmean() if `mean`) of every element of a non-empty C-contiguous float32/float64 array, a 0-d
+// array of its dtype: the elements with NaN as 0 summed in PyTorch's order, divided (mean) by the count of
+// the others in the dtype (0 / 0: NaN for an array of NaN only); the values of ops/reduce.py's
+// composition over the primitives (a where, the sum, a count, a division), its reference.
+template <typename T>
+py::array_t<T> host_nansum_all(const py::array_t<T, py::array::c_style>& x, bool mean) {
+  const std::size_t n = static_cast<std::size_t>(x.size());
+  if (n == 0) throw std::invalid_argument("host_nansum_all: an empty array");
+  std::vector<T> numbers(n);
+  const T* in = x.data();
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool number = in[i] == in[i];
+    numbers[i] = number ? in[i] : T(0);
+    count += number;
+  }
+  const T total = torch_order_sum(numbers.data(), n);
+  return scalar<T>(mean ? total / T(count) : total);
+}
+
 // (var or std, mean) of every element of a non-empty C-contiguous float32/float64 array, 0-d arrays of its
 // dtype, for var_mean and std_mean over every dim: the variance as host_row_variance's of one row (its root,
 // in the dtype, for std: the root of the rounded variance, as the backend's sqrt of var's result), the mean
@@ -190,6 +223,14 @@ void bind_reduce(py::module_& m) {
   m.def("host_row_logsumexp", &host_row_logsumexp<double>, py::arg("x").noconvert(), py::arg("rows"),
         "log(sum(exp(row))) (rows,) of each of ``rows`` equal rows of a non-empty C-contiguous float32/float64 "
         "array, computed in double with the row's finite maximum taken out, in the array's dtype.");
+  m.def("host_norm2_all", &host_norm2_all<float>, py::arg("x").noconvert());
+  m.def("host_norm2_all", &host_norm2_all<double>, py::arg("x").noconvert(),
+        "The 2-norm of every element of a non-empty C-contiguous float32/float64 array (the squares summed in "
+        "PyTorch's order), a 0-d array of its dtype.");
+  m.def("host_nansum_all", &host_nansum_all<float>, py::arg("x").noconvert(), py::arg("mean"));
+  m.def("host_nansum_all", &host_nansum_all<double>, py::arg("x").noconvert(), py::arg("mean"),
+        "The sum (mean if mean) of the elements of a non-empty C-contiguous float32/float64 array that are not NaN "
+        "(summed in PyTorch's order, NaN as 0), a 0-d array of its dtype.");
   m.def("host_extremes_all", &host_extremes_all<float>, py::arg("x").noconvert());
   m.def("host_extremes_all", &host_extremes_all<double>, py::arg("x").noconvert());
   m.def("host_extremes_all", &host_extremes_all<std::int64_t>, py::arg("x").noconvert());

@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -55,9 +56,53 @@ py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
   });
 }
 
+// NumPy's logaddexp of two values of one float type (npy_logaddexp's formula, in the type): equal values
+// (infinities among them) give a + log(2); else the larger plus log1p(exp(-difference)); NaN propagates.
+template <typename T>
+T logaddexp(T a, T b) {
+  if (a == b) return a + T(0.693147180559945309417232121458176568);
+  const T difference = a - b;
+  if (difference > 0) return a + std::log1p(std::exp(-difference));
+  if (difference <= 0) return b + std::log1p(std::exp(difference));
+  return difference;  // a NaN
+}
+
+// The running log(sum(exp)) along the last dim of a C-contiguous float32/float64 array (logcumsumexp's
+// forward, the CPU backend's scan("logaddexp")): NumPy's logaddexp.accumulate, its reference, in one pass.
+template <typename T>
+py::array_t<T> host_logcumsumexp_rows(const py::array_t<T, py::array::c_style>& x) {
+  py::array_t<T> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  const Index n = x.ndim() ? static_cast<Index>(x.shape(x.ndim() - 1)) : 1;
+  const Index rows = n ? static_cast<Index>(x.size()) / n : 0;
+  const T* in = x.data();
+  T* result = out.mutable_data();
+  for (Index r = 0; r < rows; ++r, in += n, result += n) {
+    T running = in[0];
+    result[0] = running;
+    for (Index i = 1; i < n; ++i) result[i] = running = logaddexp(running, in[i]);
+  }
+  return out;
+}
+
 template <typename T>
 py::tuple host_running_extreme(bool largest, const py::array_t<T, py::array::c_style>& x) {
   return largest ? running_extreme_rows<T, true>(x) : running_extreme_rows<T, false>(x);
+}
+
+// Sorts the indices [first, first + n) stably by `less`: an insertion sort for a short row (no buffer to
+// allocate, as std::stable_sort does on each call: most of a small row's cost), std::stable_sort otherwise.
+template <typename Less>
+void stable_order(Index* first, Index n, Less less) {
+  if (n > 32) {
+    std::stable_sort(first, first + n, less);
+    return;
+  }
+  for (Index i = 1; i < n; ++i) {
+    const Index key = first[i];
+    Index j = i;
+    for (; j > 0 && less(key, first[j - 1]); --j) first[j] = first[j - 1];
+    first[j] = key;
+  }
 }
 
 // A stable sort of each row (the last dim) of a C-contiguous array: the int64 order and the values in it
@@ -69,7 +114,7 @@ py::tuple sorted_rows(const py::array_t<T, py::array::c_style>& x) {
   return each_row(x, [](const T* in, T* out, Index* at, Index n) {
     for (Index i = 0; i < n; ++i) at[i] = i;
     // v != v: a NaN (never so for an integer type), larger than every number
-    std::stable_sort(at, at + n, [in](Index i, Index j) {
+    stable_order(at, n, [in](Index i, Index j) {
       const T a = in[i], b = in[j];
       return Descending ? (a > b || (a != a && b == b)) : (a < b || (b != b && a == a));
     });
@@ -103,7 +148,7 @@ py::tuple host_mode_rows(const py::array_t<T, py::array::c_style>& x) {
   for (Index r = 0; r < rows; ++r, in += n) {
     Index* first = order.data();
     for (Index i = 0; i < n; ++i) first[i] = i;
-    std::stable_sort(first, first + n, [in](Index i, Index j) {
+    stable_order(first, n, [in](Index i, Index j) {
       const T a = in[i], b = in[j];
       return a < b || (b != b && a == a);
     });
@@ -161,6 +206,10 @@ void bind_sort(py::module_& m) {
         "(values, int64 indices) of a stable sort of each row (the last dim) of a C-contiguous "
         "float32/float64/int64/int32 array, ascending or descending; NaN sorts as the largest value and equal "
         "values keep their order.");
+  m.def("host_logcumsumexp_rows", &host_logcumsumexp_rows<float>, py::arg("x").noconvert());
+  m.def("host_logcumsumexp_rows", &host_logcumsumexp_rows<double>, py::arg("x").noconvert(),
+        "The running log(sum(exp)) along the last dim of a C-contiguous float32/float64 array (NumPy's "
+        "logaddexp.accumulate), a new array of its shape.");
   m.def("host_median_all", &host_median_all<float>, py::arg("skip_nan"), py::arg("x").noconvert());
   m.def("host_median_all", &host_median_all<double>, py::arg("skip_nan"), py::arg("x").noconvert());
   m.def("host_median_all", &host_median_all<std::int64_t>, py::arg("skip_nan"), py::arg("x").noconvert());

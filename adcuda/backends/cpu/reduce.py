@@ -334,6 +334,26 @@ def _trailing_rows(x, axes):
 
 
 _native_var_mean = getattr(_C, "host_var_mean_all", None)
+_native_norm2 = getattr(_C, "host_norm2_all", None)
+_native_nansum = getattr(_C, "host_nansum_all", None)
+
+
+def whole_nansum(a: BackendArray, mean: bool) -> BackendArray | None:
+    """ops/reduce.py's nansum() (nanmean() if ``mean``) of ``a`` (NaN as 0 summed in PyTorch's order; the
+    mean over the count of the others) by the host module's one call over a small C-contiguous
+    float32/float64 array, or None where it does not take ``a``."""
+    if _native_nansum is None or a.dtype not in _FLOATS or not 0 < a.size <= _TORCH_ORDER_LIMIT:
+        return None
+    return _native_nansum(a, mean) if a.flags.c_contiguous else None
+
+
+def whole_norm2(a: BackendArray) -> BackendArray | None:
+    """ops/reduce.py's 2-norm of every element of ``a`` (the squares' sum in PyTorch's order, its root) by
+    the host module's one call over a small C-contiguous float32/float64 array, or None where it does
+    not take ``a``."""
+    if _native_norm2 is None or a.dtype not in _FLOATS or not 0 < a.size <= _TORCH_ORDER_LIMIT:
+        return None
+    return _native_norm2(a) if a.flags.c_contiguous else None
 
 
 def whole_var_mean(a: BackendArray, correction: float, root: bool) -> tuple[BackendArray, BackendArray] | None:

@@ -7,9 +7,15 @@ import numpy as np
 
 from ..._native import _C
 from ..seam import declared
-from ._common import BackendArray, _compute
+from ._common import _F32, _F64, BackendArray, _compute
 
 __all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme", "searchsorted", "bincount"]
+
+# the seam's shared checks, looked up once (``declared.<name>`` is a lookup per call)
+_check_scan = declared.scan
+_check_running_extreme = declared.running_extreme
+_check_searchsorted = declared.searchsorted
+_check_bincount = declared.bincount
 
 # NumPy's maximum and minimum propagate NaN, as PyTorch's cummax and cummin do
 _SCANS = {"max": np.maximum, "min": np.minimum, "logaddexp": np.logaddexp}
@@ -121,6 +127,8 @@ def _running(function, ufunc, a, axis):
     """np.cumsum's or np.cumprod's result (``function``); along a dim of an array of any, its ufunc's
     accumulate called directly (the function's Python layer costs more than the loop on a small array).
     Integers and bools accumulate in int64."""
+    if (a.dtype is _F32 or a.dtype is _F64) and axis is not None and a.ndim:  # the commonest: straight to the ufunc
+        return ufunc.accumulate(a, axis=axis)
     x = _compute(a)
     whole = axis is None or x.ndim == 0  # flattened: NumPy's function's own (and its checks of the axis)
     if x.dtype.kind in "biu":
@@ -128,10 +136,24 @@ def _running(function, ufunc, a, axis):
     return (function(x, axis=axis) if whole else ufunc.accumulate(x, axis=axis)).astype(a.dtype, copy=False)
 
 
+# kernels/host/sort.cpp's logaddexp scan of rows (None in a pure-source checkout): NumPy's accumulate in
+# one pass, for the small arrays scanned along their last dim
+_native_logcumsumexp = getattr(_C, "host_logcumsumexp_rows", None)
+
+
 def scan(op: str, a: BackendArray, axis: int) -> BackendArray:
-    declared.scan(op, a, axis)
+    _check_scan(op, a, axis)
     if a.ndim == 0:
         return np.array(a, copy=True)
+    if (
+        op == "logaddexp"
+        and _native_logcumsumexp is not None
+        and (a.dtype is _F32 or a.dtype is _F64)
+        and (axis == -1 or axis == a.ndim - 1)
+        and 0 < a.size <= _HOST_SORT_MAX
+        and a.flags.c_contiguous
+    ):
+        return _native_logcumsumexp(a)
     x = _compute(a)
     return _SCANS[op].accumulate(x, axis=axis).astype(a.dtype, copy=False)
 
@@ -143,7 +165,7 @@ _NATIVE_RUNNING = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int
 
 
 def running_extreme(op: str, a: BackendArray, axis: int) -> tuple[BackendArray, BackendArray]:
-    declared.running_extreme(op, a, axis)
+    _check_running_extreme(op, a, axis)
     if a.ndim == 0:
         np.cumsum(a, axis=axis)  # checks the axis as NumPy does for a 0-d array
         return a.copy(), np.zeros((), np.int64)
@@ -173,11 +195,6 @@ def _running_extreme(op, x, axis):
     positions = np.arange(x.shape[axis], dtype=np.int64).reshape(along)
     indices = np.maximum.accumulate(np.where(holds, positions, 0), axis=axis)
     return np.take_along_axis(x, indices, axis=axis), indices
-
-
-# the seam's shared checks, looked up once (``declared.<name>`` is a lookup per call)
-_check_searchsorted = declared.searchsorted
-_check_bincount = declared.bincount
 
 
 def search_row(boundaries: BackendArray, values: BackendArray, right: bool) -> BackendArray:
