@@ -110,16 +110,54 @@ void stable_order(Index* first, Index n, Less less) {
 // equal values (NaNs among them) keep their order, as NumPy's stable sort (the CPU backend's sort, which
 // stays the reference and serves large arrays) and PyTorch's stable sort do.
 template <typename T, bool Descending>
+struct Before {
+  const T* in;
+  // v != v: a NaN (never so for an integer type), larger than every number
+  bool operator()(Index i, Index j) const {
+    const T a = in[i], b = in[j];
+    return Descending ? (a > b || (a != a && b == b)) : (a < b || (b != b && a == a));
+  }
+};
+
+template <typename T, bool Descending>
 py::tuple sorted_rows(const py::array_t<T, py::array::c_style>& x) {
   return each_row(x, [](const T* in, T* out, Index* at, Index n) {
     for (Index i = 0; i < n; ++i) at[i] = i;
-    // v != v: a NaN (never so for an integer type), larger than every number
-    stable_order(at, n, [in](Index i, Index j) {
-      const T a = in[i], b = in[j];
-      return Descending ? (a > b || (a != a && b == b)) : (a < b || (b != b && a == a));
-    });
+    stable_order(at, n, Before<T, Descending>{in});
     for (Index i = 0; i < n; ++i) out[i] = in[at[i]];
   });
+}
+
+// The first k of each row's stable sort (sorted_rows's order), as new C-contiguous (values, int64 indices)
+// of shape x.shape[:-1] + (k,): topk's and kthvalue's, without the rest of the sorted rows to slice off.
+template <typename T, bool Descending>
+py::tuple first_sorted_rows(const py::array_t<T, py::array::c_style>& x, Index k) {
+  const Index n = x.ndim() ? static_cast<Index>(x.shape(x.ndim() - 1)) : 0;
+  if (x.ndim() == 0 || k < 0 || k > n)
+    throw std::invalid_argument("host_first_sorted: k must be in [0, the last dim's size] of an array of >= 1 dim");
+  std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+  shape.back() = static_cast<py::ssize_t>(k);
+  py::array_t<T> values(shape);
+  py::array_t<Index> indices(shape);
+  const Index rows = n ? static_cast<Index>(x.size()) / n : 0;
+  std::vector<Index> order(static_cast<std::size_t>(n));
+  const T* in = x.data();
+  T* out = values.mutable_data();
+  Index* at = indices.mutable_data();
+  for (Index r = 0; r < rows; ++r, in += n, out += k, at += k) {
+    for (Index i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+    stable_order(order.data(), n, Before<T, Descending>{in});
+    for (Index i = 0; i < k; ++i) {
+      at[i] = order[static_cast<std::size_t>(i)];
+      out[i] = in[at[i]];
+    }
+  }
+  return py::make_tuple(values, indices);
+}
+
+template <typename T>
+py::tuple host_first_sorted(bool descending, const py::array_t<T, py::array::c_style>& x, Index k) {
+  return descending ? first_sorted_rows<T, true>(x, k) : first_sorted_rows<T, false>(x, k);
 }
 
 template <typename T>
@@ -148,10 +186,7 @@ py::tuple host_mode_rows(const py::array_t<T, py::array::c_style>& x) {
   for (Index r = 0; r < rows; ++r, in += n) {
     Index* first = order.data();
     for (Index i = 0; i < n; ++i) first[i] = i;
-    stable_order(first, n, [in](Index i, Index j) {
-      const T a = in[i], b = in[j];
-      return a < b || (b != b && a == a);
-    });
+    stable_order(first, n, Before<T, false>{in});
     Index best = 0, best_length = 0, start = 0;
     for (Index i = 1; i <= n; ++i) {
       if (i < n && in[first[i]] == in[first[i - 1]]) continue;
@@ -210,6 +245,15 @@ void bind_sort(py::module_& m) {
   m.def("host_logcumsumexp_rows", &host_logcumsumexp_rows<double>, py::arg("x").noconvert(),
         "The running log(sum(exp)) along the last dim of a C-contiguous float32/float64 array (NumPy's "
         "logaddexp.accumulate), a new array of its shape.");
+  m.def("host_first_sorted", &host_first_sorted<float>, py::arg("descending"), py::arg("x").noconvert(), py::arg("k"));
+  m.def("host_first_sorted", &host_first_sorted<double>, py::arg("descending"), py::arg("x").noconvert(),
+        py::arg("k"));
+  m.def("host_first_sorted", &host_first_sorted<std::int64_t>, py::arg("descending"), py::arg("x").noconvert(),
+        py::arg("k"));
+  m.def("host_first_sorted", &host_first_sorted<std::int32_t>, py::arg("descending"), py::arg("x").noconvert(),
+        py::arg("k"),
+        "(values, int64 indices) of shape x.shape[:-1] + (k,): the first k of host_sort_rows's stable sort of each "
+        "row (the last dim) of a C-contiguous float32/float64/int64/int32 array of >= 1 dim, as new arrays.");
   m.def("host_median_all", &host_median_all<float>, py::arg("skip_nan"), py::arg("x").noconvert());
   m.def("host_median_all", &host_median_all<double>, py::arg("skip_nan"), py::arg("x").noconvert());
   m.def("host_median_all", &host_median_all<std::int64_t>, py::arg("skip_nan"), py::arg("x").noconvert());

@@ -85,6 +85,22 @@ def mode_of_rows(a: BackendArray) -> tuple[BackendArray, BackendArray] | None:
 
 
 _native_median = getattr(_C, "host_median_all", None)
+_native_first_sorted = getattr(_C, "host_first_sorted", None)
+
+
+def first_sorted(a: BackendArray, k: int, descending: bool) -> tuple[BackendArray, BackendArray] | None:
+    """(values, int64 indices) of shape ``a.shape[:-1] + (k,)``, new C-contiguous arrays: the first ``k`` of
+    ``sort(a, -1, descending, True)`` (topk's, kthvalue's), by the host module's one call without the rest
+    of the rows; None where it does not take ``a`` (0 <= k <= the last dim's size is the caller's)."""
+    if (
+        _native_first_sorted is None
+        or a.dtype not in _NATIVE_SORT
+        or not 0 < a.size <= _HOST_SORT_MAX
+        or not a.flags.c_contiguous
+        or a.ndim == 0
+    ):
+        return None
+    return _native_first_sorted(descending, a, k)
 
 
 def median_of_all(a: BackendArray, skip_nan: bool) -> BackendArray | None:
