@@ -22,7 +22,7 @@ REDUCE_NATIVES = (
     "_native_norm2",
     "_native_nansum",
 )
-SORT_NATIVES = ("_native_mode", "_native_median", "_native_first_sorted")
+SORT_NATIVES = ("_native_mode", "_native_median", "_native_first_sorted", "_native_accumulate")
 
 
 def _inputs(dtype):
@@ -79,6 +79,9 @@ FLOAT_CALLS = {
     "nansum": lambda t: t.nansum(),
     "norm": lambda t: t.norm(),
     "nanmean": lambda t: t.nanmean(),
+    "cumsum": lambda t: t.cumsum(-1),
+    "cumprod": lambda t: t.cumprod(t.ndim - 1),
+    "cumsum dim 0": lambda t: t.cumsum(0),
     "bool any": lambda t: (t > 0).any(),
     "bool all": lambda t: (t == t).all(),
 }
@@ -120,7 +123,14 @@ def test_host_paths_equal_the_primitives_bit_for_bit(monkeypatch, dtype):
     # every host function of the ops this dtype has was called
     expected = {"_native_extremes", "_native_mode", "_native_median", "_native_first_sorted"}
     if np.dtype(dtype).kind == "f":
-        expected |= {"_native_truth", "_native_renorm", "_native_var_mean", "_native_norm2", "_native_nansum"}
+        expected |= {
+            "_native_accumulate",
+            "_native_truth",
+            "_native_renorm",
+            "_native_var_mean",
+            "_native_norm2",
+            "_native_nansum",
+        }
     assert expected <= set(counts), counts
     for attribute in REDUCE_NATIVES:
         monkeypatch.setattr(cpu_reduce, attribute, None)
@@ -230,3 +240,26 @@ def test_host_logcumsumexp_equals_numpy_accumulate(monkeypatch, dtype):
         assert got.dtype == ref.dtype and got.shape == ref.shape
         eps = np.finfo(dtype).eps
         np.testing.assert_allclose(got, ref, rtol=2 * eps, atol=2 * eps)
+
+
+def test_bincount_by_numpy_count_equals_the_checked_path(monkeypatch):
+    """bincount's one NumPy call (CPU int64, no weights) against the op's checked path: counts and
+    dtype, minlength below and above the largest value; a negative value still names the op."""
+    ops_reduce = importlib.import_module("adcuda.ops.reduce")
+    slots = adcuda.tensor(np.array([3, 0, 3, 7, 1, 0, 3]))
+    calls = [
+        lambda: adcuda.bincount(slots),
+        lambda: adcuda.bincount(slots, minlength=12),
+        lambda: slots.bincount(None, 2),
+    ]
+    seen = []
+    original = ops_reduce.count_slots
+    monkeypatch.setattr(ops_reduce, "count_slots", lambda *a: seen.append(a) or original(*a))
+    fast = [call() for call in calls]
+    assert len(seen) == len(calls)
+    monkeypatch.setattr(ops_reduce, "count_slots", lambda *a: None)
+    for got, ref in zip(fast, [call() for call in calls]):
+        assert got.dtype == ref.dtype == adcuda.int64 and np.array_equal(got.numpy(), ref.numpy())
+    monkeypatch.setattr(ops_reduce, "count_slots", original)
+    with pytest.raises(ValueError, match="bincount"):
+        adcuda.bincount(adcuda.tensor(np.array([1, -2])))

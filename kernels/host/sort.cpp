@@ -56,6 +56,24 @@ py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
   });
 }
 
+// The running sum (product if `multiply`) along the last dim of a C-contiguous float32/float64 array, in
+// its dtype and in order: NumPy's add/multiply.accumulate (the CPU backend's cumsum and cumprod, their
+// reference), without its iterator's cost for each row of a small array.
+template <typename T>
+py::array_t<T> host_accumulate_rows(bool multiply, const py::array_t<T, py::array::c_style>& x) {
+  py::array_t<T> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  const Index n = x.ndim() ? static_cast<Index>(x.shape(x.ndim() - 1)) : 1;
+  const Index rows = n ? static_cast<Index>(x.size()) / n : 0;
+  const T* in = x.data();
+  T* result = out.mutable_data();
+  for (Index r = 0; r < rows; ++r, in += n, result += n) {
+    T running = in[0];
+    result[0] = running;
+    for (Index i = 1; i < n; ++i) result[i] = running = multiply ? running * in[i] : running + in[i];
+  }
+  return out;
+}
+
 // NumPy's logaddexp of two values of one float type (npy_logaddexp's formula, in the type): equal values
 // (infinities among them) give a + log(2); else the larger plus log1p(exp(-difference)); NaN propagates.
 template <typename T>
@@ -241,6 +259,10 @@ void bind_sort(py::module_& m) {
         "(values, int64 indices) of a stable sort of each row (the last dim) of a C-contiguous "
         "float32/float64/int64/int32 array, ascending or descending; NaN sorts as the largest value and equal "
         "values keep their order.");
+  m.def("host_accumulate_rows", &host_accumulate_rows<float>, py::arg("multiply"), py::arg("x").noconvert());
+  m.def("host_accumulate_rows", &host_accumulate_rows<double>, py::arg("multiply"), py::arg("x").noconvert(),
+        "The running sum (product if multiply) along the last dim of a C-contiguous float32/float64 array, in "
+        "order (NumPy's accumulate), a new array of its shape.");
   m.def("host_logcumsumexp_rows", &host_logcumsumexp_rows<float>, py::arg("x").noconvert());
   m.def("host_logcumsumexp_rows", &host_logcumsumexp_rows<double>, py::arg("x").noconvert(),
         "The running log(sum(exp)) along the last dim of a C-contiguous float32/float64 array (NumPy's "

@@ -139,11 +139,23 @@ def cumprod(a: BackendArray, axis: int | None) -> BackendArray:
     return _running(np.cumprod, np.multiply, a, axis)
 
 
+# kernels/host/sort.cpp's running sum or product of rows (None in a pure-source checkout): the ufunc's
+# accumulate, its reference, in one loop for the small arrays accumulated along their last dim
+_native_accumulate = getattr(_C, "host_accumulate_rows", None)
+
+
 def _running(function, ufunc, a, axis):
     """np.cumsum's or np.cumprod's result (``function``); along a dim of an array of any, its ufunc's
     accumulate called directly (the function's Python layer costs more than the loop on a small array).
     Integers and bools accumulate in int64."""
-    if (a.dtype is _F32 or a.dtype is _F64) and axis is not None and a.ndim:  # the commonest: straight to the ufunc
+    if (a.dtype is _F32 or a.dtype is _F64) and axis is not None and a.ndim:  # the commonest: no conversion
+        if (
+            _native_accumulate is not None
+            and (axis == -1 or axis == a.ndim - 1)
+            and 0 < a.size <= _HOST_SORT_MAX
+            and a.flags.c_contiguous
+        ):
+            return _native_accumulate(ufunc is np.multiply, a)
         return ufunc.accumulate(a, axis=axis)
     x = _compute(a)
     whole = axis is None or x.ndim == 0  # flattened: NumPy's function's own (and its checks of the axis)
@@ -231,6 +243,18 @@ def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) ->
     if v.dtype.kind == "f":
         counts[values != values] = boundaries.shape[-1]
     return counts
+
+
+def count_slots(slots: BackendArray, minlength: int) -> BackendArray | None:
+    """ops/reduce.py's bincount of non-empty 1-d int64 ``slots`` without weights: how often each of
+    0..max(max(slots), minlength - 1) occurs, NumPy's count in one call (which finds the largest itself);
+    None where a slot is negative (or ``minlength`` is), for the op's checks to name."""
+    if not slots.size:
+        return None
+    try:
+        return np.bincount(slots, minlength=minlength)
+    except (ValueError, TypeError):  # (a minlength of another type too: the op's path decides)
+        return None
 
 
 def bincount(slots: BackendArray, size: int) -> BackendArray:
