@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import numbers
 from typing import TYPE_CHECKING, TypeGuard
+from typing import cast as cast_type
 
 import numpy as np  # Python data turned into a host array for the backend
 
@@ -21,6 +22,7 @@ from ..tensor import Tensor, primitives, primitives_on, wrap_dim  # noqa: F401 (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ..backends.seam import CPUArray
     from ..types import Device, DType
 
 _new = object.__new__
@@ -305,7 +307,7 @@ def host_extremes(input: Tensor) -> tuple[float, float]:
     reductions of a host array cost less than the backend's four calls (bincount, histc)."""
     P, x = primitives(input), input._data
     if P is _cpu:  # the host module's one pass over both, where it takes the array
-        both = whole_extremes(x)
+        both = whole_extremes(cast_type("CPUArray", x))
         if both is not None:
             return both[0].item(), both[1].item()
     if x.size <= _HOST_EXTREMES_MAX:

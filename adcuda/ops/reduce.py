@@ -33,6 +33,7 @@ from .elementwise import exp, maximum, minimum, ne, sign, where
 from .registry import lowering, op
 
 if TYPE_CHECKING:
+    from ..backends.seam import CPUArray
     from ..types import DType, Number, Sequence
 
 # what max(dim) and min(dim) return: (values, indices), named like PyTorch's return types
@@ -269,6 +270,11 @@ def amin(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) ->
 lowering("reduce", "amin", onnx="ReduceMin", c=("INFINITY", "(({v} != {v} || {v} < {acc}) ? {v} : {acc})", None))
 
 
+def _host(t: Tensor) -> CPUArray:
+    """A CPU tensor's array, for the CPU backend's host paths (the caller checked ``primitives(t) is _cpu``)."""
+    return typing.cast("CPUArray", t._data)
+
+
 def _may_record(t):
     """Whether ``t`` may take part in a graph (then ``needs_grad`` decides): a tensor with none of the
     marks of one skips grad mode's thread-local read."""
@@ -280,7 +286,7 @@ def _max_min(name, input, dim, keepdim):
         if _may_record(input) and needs_grad(input):
             return (amax if name == "max" else amin)(input)
         if primitives(input) is _cpu:  # the host module's one pass, where it takes the array
-            both = whole_extremes(input._data)
+            both = whole_extremes(_host(input))
             if both is not None:
                 return wrap(both[name == "max"], input._device)
         # amax's own forward, without a second entry: nothing to record
@@ -504,7 +510,7 @@ def _whole_spread_and_mean(name, input, unbiased, correction):
     primitives."""
     if primitives(input) is not _cpu:
         return None
-    both = whole_var_mean(input._data, _correction(name, unbiased, correction), name == "std")
+    both = whole_var_mean(_host(input), _correction(name, unbiased, correction), name == "std")
     return None if both is None else (wrap(both[0], input._device), wrap(both[1], input._device))
 
 
@@ -635,7 +641,7 @@ def norm(
     if needs_grad(input):
         return pnorm(input, p, dim, keepdim)
     if p == 2 and dim is None and not keepdim and primitives(input) is _cpu:
-        out = whole_norm2(input._data)  # the host module's one call, where it takes the array
+        out = whole_norm2(_host(input))  # the host module's one call, where it takes the array
         if out is not None:
             return wrap(out, input._device)
     return _pnorm_forward(input, p, dim, keepdim)  # pnorm's forward without its entry: nothing to record
@@ -720,7 +726,7 @@ def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
         dims = typing.cast("tuple[int, ...]", dim) or None
     P = primitives(input)
     if P is _cpu and dims is None:
-        return wrap(count_nonzero_all(input._data), input._device)
+        return wrap(count_nonzero_all(_host(input)), input._device)
     # on the backend's arrays: a comparison and a sum (as public ops, two dispatches); a float tensor's
     # zero as a float, which the comparison takes without converting
     nonzero = P.binary("ne", input._data, 0.0 if input.dtype.is_floating_point else 0, input.dtype)
@@ -777,7 +783,7 @@ def nansum(
             input = where(input != input, 0.0, input)
         return sum(input, dim, keepdim, dtype=dtype)
     if dim is None and not keepdim and dtype is None and primitives(input) is _cpu:
-        total = whole_nansum(input._data, False)  # the host module's one call, where it takes the array
+        total = whole_nansum(_host(input), False)  # the host module's one call, where it takes the array
         if total is not None:
             return wrap(total, input._device)
     return _sum_forward(_without_nan(input), dim, keepdim, dtype)  # (no entries: nothing to record)
@@ -801,7 +807,7 @@ def nanmean(
         present = input == input
         return nansum(input, dim, keepdim, dtype=dtype) / sum(present, dim, keepdim, dtype=dtype or input.dtype)
     if dim is None and not keepdim and dtype is None and primitives(input) is _cpu:
-        average = whole_nansum(input._data, True)
+        average = whole_nansum(_host(input), True)
         if average is not None:
             return wrap(average, input._device)
     # on the backend's arrays: nothing to record
@@ -823,7 +829,7 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
     _check_nonempty("aminmax", input, axes, whole=axes is None)
     P, x, device = primitives(input), input._data, input._device
     if axes is None and P is _cpu:  # both in one pass of the host module's, where it takes the array
-        both = whole_extremes(x)
+        both = whole_extremes(typing.cast("CPUArray", x))
         if both is not None:
             return aminmax_result(wrap(both[0], device), wrap(both[1], device))
     return aminmax_result(
@@ -918,7 +924,9 @@ def _check_counts_input(name, input):
 )
 def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
     if weights is None and input.__class__ is Tensor and input.dtype is dt.int64 and primitives(input) is _cpu:
-        counts = count_slots(input._data, minlength) if input.ndim == 1 else None  # one NumPy call, where it takes them
+        counts = (
+            count_slots(_host(input), minlength) if input.ndim == 1 else None
+        )  # one NumPy call, where it takes them
         if counts is not None:
             return wrap(counts, input._device)
     size = builtins.max(_check_counts_input("bincount", input) + 1, minlength)
@@ -998,7 +1006,7 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     # as norm's amax of the magnitudes
     P, d = primitives(input), input.dtype
     if P is _cpu:
-        out = host_renorm(input._data, axis, float(p), float(maxnorm))
+        out = host_renorm(_host(input), axis, float(p), float(maxnorm))
         if out is not None:
             return wrap(out, input._device)
     if math.isinf(p):

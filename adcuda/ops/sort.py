@@ -10,7 +10,9 @@ then gathered from the input, so their gradient flows back to the positions they
 from __future__ import annotations
 
 import math
+import typing
 from collections import namedtuple
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
@@ -33,6 +35,9 @@ from .index import gather
 from .layout import cat
 from .reduce import along, values_and_indices
 from .registry import op
+
+if TYPE_CHECKING:
+    from ..backends.seam import CPUArray
 
 sort_result = namedtuple("sort", ["values", "indices"])
 topk_result = namedtuple("topk", ["values", "indices"])
@@ -111,7 +116,9 @@ def topk(
         return topk_result(values, indices)
     P, device = primitives(input), input._device
     if P is _cpu and axis == data.ndim - 1 and not needs_grad(input):
-        first = first_sorted(data, k, largest)  # the host module's one call, where it takes the array
+        first = first_sorted(
+            typing.cast("CPUArray", data), k, largest
+        )  # the host module's one call, where it takes the array
         if first is not None:
             return topk_result(wrap(first[0], device), wrap(first[1], device))
     ordered, order = P.sort(data, axis, largest, True)
@@ -167,7 +174,9 @@ def _kth_smallest(input, axis, k, keepdim):
     P, device = primitives(input), input._device
     x = input._data
     if P is _cpu and axis == x.ndim - 1 and not needs_grad(input):
-        first = first_sorted(x, k + 1, False)  # the host module's one call, where it takes the array
+        first = first_sorted(
+            typing.cast("CPUArray", x), k + 1, False
+        )  # the host module's one call, where it takes the array
         if first is not None:
             at = k if not keepdim else slice(k, k + 1)
             return median_result(wrap(first[0][..., at].copy(), device), wrap(first[1][..., at].copy(), device))
@@ -191,7 +200,7 @@ def _middle_of_all(input, skip_nan):
     (PyTorch's median) or holds nothing else (nanmedian). NaN sorts last."""
     P = primitives(input)
     if P is _cpu:  # the host module's selection, where it takes the array
-        middle = median_of_all(input._data, skip_nan)
+        middle = median_of_all(typing.cast("CPUArray", input._data), skip_nan)
         if middle is not None:
             return wrap(middle, input._device)
     ordered, _ = P.sort(input._data, None, False, True)
@@ -482,7 +491,9 @@ def _search(name, sorted_sequence, input, out_int32, right):
     if input.__class__ is Tensor and primitives(sorted_sequence) is _cpu and input._device is sorted_sequence._device:
         boundaries, points = sorted_sequence._data, input._data
         if boundaries.ndim == 1 and boundaries.dtype == points.dtype and not out_int32:  # the commonest call
-            return wrap(search_row(boundaries, points, right), input._device)
+            return wrap(
+                search_row(typing.cast("CPUArray", boundaries), typing.cast("CPUArray", points), right), input._device
+            )
     scalar = input.__class__ is not Tensor and not has_shape(input)
     values = sorted_sequence.new_tensor([input]) if scalar else input
     if sorted_sequence._data.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
@@ -585,7 +596,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
     P, x = primitives(input), input._data
     if P is _cpu and axis == x.ndim - 1 and not needs_grad(input):
         # a CPU tensor recording nothing: the host module's one loop, where it takes the array
-        both = mode_of_rows(x)
+        both = mode_of_rows(typing.cast("CPUArray", x))
         if both is not None:
             values, indices = both
             if keepdim:
