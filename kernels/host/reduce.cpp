@@ -16,8 +16,10 @@
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "host/bind_types.h"
 #include "host/torch_order_sum.h"
 
 namespace py = pybind11;
@@ -27,29 +29,38 @@ namespace {
 
 using Index = std::int64_t;
 
-template <typename T>
-py::array_t<T> host_row_variance(const py::array_t<T, py::array::c_style>& x, Index rows, double correction) {
+// (rows,): `reduce(row, count)` of each of `rows` equal rows (`count` elements each) of a non-empty
+// C-contiguous array, in its dtype; `name` is the caller's, for the refusal of a `rows` that does not divide it.
+template <typename T, typename Reduce>
+py::array_t<T> reduced_rows(const char* name, const py::array_t<T, py::array::c_style>& x, Index rows,
+                            Reduce reduce) {
   const Index size = static_cast<Index>(x.size());
   if (rows <= 0 || size == 0 || size % rows)
-    throw std::invalid_argument("host_row_variance: rows must be positive and divide a non-empty array");
+    throw std::invalid_argument(std::string(name) + ": rows must be positive and divide a non-empty array");
   const Index count = size / rows;
   py::array_t<T> out(std::vector<py::ssize_t>{static_cast<py::ssize_t>(rows)});
   const T* in = x.data();
-  T* var = out.mutable_data();
+  T* result = out.mutable_data();
+  for (Index r = 0; r < rows; ++r, in += count) result[r] = T(reduce(in, count));
+  return out;
+}
+
+template <typename T>
+py::array_t<T> host_row_variance(const py::array_t<T, py::array::c_style>& x, Index rows, double correction) {
+  const Index count = rows > 0 ? static_cast<Index>(x.size()) / rows : 0;
   // a division by zero gives inf (or NaN for 0 / 0), as NumPy's quotient does
   const double dof = std::max(double(count) - correction, 0.0);
-  for (Index r = 0; r < rows; ++r, in += count) {
+  return reduced_rows("host_row_variance", x, rows, [dof](const T* in, Index n) {
     double sum = 0.0;
-    for (Index k = 0; k < count; ++k) sum += double(in[k]);
-    const double mean = sum / double(count);
+    for (Index k = 0; k < n; ++k) sum += double(in[k]);
+    const double mean = sum / double(n);
     double squares = 0.0;
-    for (Index k = 0; k < count; ++k) {
+    for (Index k = 0; k < n; ++k) {
       const double d = double(in[k]) - mean;
       squares += d * d;
     }
-    var[r] = T(squares / dof);
-  }
-  return out;
+    return squares / dof;
+  });
 }
 
 // log(sum(exp(row))) of each of `rows` equal rows of a non-empty C-contiguous float32/float64 array, in
@@ -57,25 +68,17 @@ py::array_t<T> host_row_variance(const py::array_t<T, py::array::c_style>& x, In
 // the reference: an inf row gives inf, a row of -inf gives -inf, a NaN gives NaN), in the array's dtype.
 template <typename T>
 py::array_t<T> host_row_logsumexp(const py::array_t<T, py::array::c_style>& x, Index rows) {
-  const Index size = static_cast<Index>(x.size());
-  if (rows <= 0 || size == 0 || size % rows)
-    throw std::invalid_argument("host_row_logsumexp: rows must be positive and divide a non-empty array");
-  const Index count = size / rows;
-  py::array_t<T> out(std::vector<py::ssize_t>{static_cast<py::ssize_t>(rows)});
-  const T* in = x.data();
-  T* result = out.mutable_data();
-  for (Index r = 0; r < rows; ++r, in += count) {
+  return reduced_rows("host_row_logsumexp", x, rows, [](const T* in, Index n) {
     double largest = double(in[0]);
-    for (Index k = 1; k < count && largest == largest; ++k) {
+    for (Index k = 1; k < n && largest == largest; ++k) {
       const double v = double(in[k]);
       largest = (v > largest || v != v) ? v : largest;
     }
     const double shift = std::isfinite(largest) ? largest : 0.0;
     double total = 0.0;
-    for (Index k = 0; k < count; ++k) total += std::exp(double(in[k]) - shift);
-    result[r] = T(std::log(total) + shift);
-  }
-  return out;
+    for (Index k = 0; k < n; ++k) total += std::exp(double(in[k]) - shift);
+    return std::log(total) + shift;
+  });
 }
 
 // A 0-d array holding `value`.
@@ -213,41 +216,49 @@ void bind_reduce(py::module_& m) {
         "The variance (rows,) of each of ``rows`` equal rows of a non-empty C-contiguous float32/float64 array: "
         "the sum of squared deviations from the row's mean over max(row length - correction, 0), accumulated "
         "in double, in the array's dtype.");
-  m.def("host_var_mean_all", &host_var_mean_all<float>, py::arg("x").noconvert(), py::arg("correction"),
-        py::arg("root"));
-  m.def("host_var_mean_all", &host_var_mean_all<double>, py::arg("x").noconvert(), py::arg("correction"),
-        py::arg("root"),
-        "(variance, or its root if root, mean) of every element of a non-empty C-contiguous float32/float64 array, "
-        "0-d arrays of its dtype: the variance accumulated in double, the mean in PyTorch's order of additions.");
-  m.def("host_row_logsumexp", &host_row_logsumexp<float>, py::arg("x").noconvert(), py::arg("rows"));
-  m.def("host_row_logsumexp", &host_row_logsumexp<double>, py::arg("x").noconvert(), py::arg("rows"),
-        "log(sum(exp(row))) (rows,) of each of ``rows`` equal rows of a non-empty C-contiguous float32/float64 "
-        "array, computed in double with the row's finite maximum taken out, in the array's dtype.");
-  m.def("host_norm2_all", &host_norm2_all<float>, py::arg("x").noconvert());
-  m.def("host_norm2_all", &host_norm2_all<double>, py::arg("x").noconvert(),
-        "The 2-norm of every element of a non-empty C-contiguous float32/float64 array (the squares summed in "
-        "PyTorch's order), a 0-d array of its dtype.");
-  m.def("host_nansum_all", &host_nansum_all<float>, py::arg("x").noconvert(), py::arg("mean"));
-  m.def("host_nansum_all", &host_nansum_all<double>, py::arg("x").noconvert(), py::arg("mean"),
-        "The sum (mean if mean) of the elements of a non-empty C-contiguous float32/float64 array that are not NaN "
-        "(summed in PyTorch's order, NaN as 0), a 0-d array of its dtype.");
-  m.def("host_extremes_all", &host_extremes_all<float>, py::arg("x").noconvert());
-  m.def("host_extremes_all", &host_extremes_all<double>, py::arg("x").noconvert());
-  m.def("host_extremes_all", &host_extremes_all<std::int64_t>, py::arg("x").noconvert());
-  m.def("host_extremes_all", &host_extremes_all<std::int32_t>, py::arg("x").noconvert(),
-        "(min, max) of every element of a non-empty C-contiguous float32/float64/int64/int32 array, 0-d arrays "
-        "of its dtype; a NaN anywhere is both.");
-  m.def("host_truth_all", &host_truth_all<bool>, py::arg("any"), py::arg("x").noconvert());
-  m.def("host_truth_all", &host_truth_all<float>, py::arg("any"), py::arg("x").noconvert());
-  m.def("host_truth_all", &host_truth_all<double>, py::arg("any"), py::arg("x").noconvert(),
-        "Whether any (any=True) or every element of a C-contiguous bool/float32/float64 array is nonzero, as a "
-        "0-d bool array.");
-  m.def("host_renorm", &host_renorm<float>, py::arg("x").noconvert(), py::arg("outer"), py::arg("count"),
-        py::arg("inner"), py::arg("p"), py::arg("maxnorm"));
-  m.def("host_renorm", &host_renorm<double>, py::arg("x").noconvert(), py::arg("outer"), py::arg("count"),
-        py::arg("inner"), py::arg("p"), py::arg("maxnorm"),
-        "renorm of a C-contiguous float32/float64 array seen as (outer, count, inner) along its middle dim: each "
-        "slice whose p-norm (accumulated in double) exceeds maxnorm scaled by maxnorm / (norm + 1e-7).");
+  for_types<float, double>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_var_mean_all", &host_var_mean_all<T>, py::arg("x").noconvert(), py::arg("correction"), py::arg("root"),
+          "(variance, or its root if root, mean) of every element of a non-empty C-contiguous float32/float64 array, "
+          "0-d arrays of its dtype: the variance accumulated in double, the mean in PyTorch's order of additions.");
+  });
+  for_types<float, double>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_row_logsumexp", &host_row_logsumexp<T>, py::arg("x").noconvert(), py::arg("rows"),
+          "log(sum(exp(row))) (rows,) of each of ``rows`` equal rows of a non-empty C-contiguous float32/float64 "
+          "array, computed in double with the row's finite maximum taken out, in the array's dtype.");
+  });
+  for_types<float, double>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_norm2_all", &host_norm2_all<T>, py::arg("x").noconvert(),
+          "The 2-norm of every element of a non-empty C-contiguous float32/float64 array (the squares summed in "
+          "PyTorch's order), a 0-d array of its dtype.");
+  });
+  for_types<float, double>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_nansum_all", &host_nansum_all<T>, py::arg("x").noconvert(), py::arg("mean"),
+          "The sum (mean if mean) of the elements of a non-empty C-contiguous float32/float64 array that are not "
+          "NaN (summed in PyTorch's order, NaN as 0), a 0-d array of its dtype.");
+  });
+  for_types<float, double, std::int64_t, std::int32_t>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_extremes_all", &host_extremes_all<T>, py::arg("x").noconvert(),
+          "(min, max) of every element of a non-empty C-contiguous float32/float64/int64/int32 array, 0-d "
+          "arrays of its dtype; a NaN anywhere is both.");
+  });
+  for_types<bool, float, double>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_truth_all", &host_truth_all<T>, py::arg("any"), py::arg("x").noconvert(),
+          "Whether any (any=True) or every element of a C-contiguous bool/float32/float64 array is nonzero, "
+          "as a 0-d bool array.");
+  });
+  for_types<float, double>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_renorm", &host_renorm<T>, py::arg("x").noconvert(), py::arg("outer"), py::arg("count"), py::arg("inner"),
+          py::arg("p"), py::arg("maxnorm"),
+          "renorm of a C-contiguous float32/float64 array seen as (outer, count, inner) along its middle dim: "
+          "each slice whose p-norm (accumulated in double) exceeds maxnorm scaled by maxnorm / (norm + 1e-7).");
+  });
 }
 
 }  // namespace adcuda::host

@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "host/bind_types.h"
+
 namespace py = pybind11;
 
 namespace adcuda::host {
@@ -56,11 +58,11 @@ py::tuple running_extreme_rows(const py::array_t<T, py::array::c_style>& x) {
   });
 }
 
-// The running sum (product if `multiply`) along the last dim of a C-contiguous float32/float64 array, in
-// its dtype and in order: NumPy's add/multiply.accumulate (the CPU backend's cumsum and cumprod, their
-// reference), without its iterator's cost for each row of a small array.
-template <typename T>
-py::array_t<T> host_accumulate_rows(bool multiply, const py::array_t<T, py::array::c_style>& x) {
+// A new array of x's shape holding the inclusive scan of each row (the last dim) of a C-contiguous array
+// by `combine(running, next)`, in the array's type and in order, as NumPy's ufunc accumulate (the reference
+// of each use below) computes it, without its iterator's cost for each row of a small array.
+template <typename T, typename Combine>
+py::array_t<T> scanned_rows(const py::array_t<T, py::array::c_style>& x, Combine combine) {
   py::array_t<T> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
   const Index n = x.ndim() ? static_cast<Index>(x.shape(x.ndim() - 1)) : 1;
   const Index rows = n ? static_cast<Index>(x.size()) / n : 0;
@@ -69,9 +71,17 @@ py::array_t<T> host_accumulate_rows(bool multiply, const py::array_t<T, py::arra
   for (Index r = 0; r < rows; ++r, in += n, result += n) {
     T running = in[0];
     result[0] = running;
-    for (Index i = 1; i < n; ++i) result[i] = running = multiply ? running * in[i] : running + in[i];
+    for (Index i = 1; i < n; ++i) result[i] = running = combine(running, in[i]);
   }
   return out;
+}
+
+// The running sum (product if `multiply`) of rows: NumPy's add/multiply.accumulate, the CPU backend's cumsum
+// and cumprod.
+template <typename T>
+py::array_t<T> host_accumulate_rows(bool multiply, const py::array_t<T, py::array::c_style>& x) {
+  if (multiply) return scanned_rows(x, [](T a, T b) { return a * b; });
+  return scanned_rows(x, [](T a, T b) { return a + b; });
 }
 
 // NumPy's logaddexp of two values of one float type (npy_logaddexp's formula, in the type): equal values
@@ -85,21 +95,11 @@ T logaddexp(T a, T b) {
   return difference;  // a NaN
 }
 
-// The running log(sum(exp)) along the last dim of a C-contiguous float32/float64 array (logcumsumexp's
-// forward, the CPU backend's scan("logaddexp")): NumPy's logaddexp.accumulate, its reference, in one pass.
+// The running log(sum(exp)) of rows (logcumsumexp's forward, the CPU backend's scan("logaddexp")): NumPy's
+// logaddexp.accumulate.
 template <typename T>
 py::array_t<T> host_logcumsumexp_rows(const py::array_t<T, py::array::c_style>& x) {
-  py::array_t<T> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
-  const Index n = x.ndim() ? static_cast<Index>(x.shape(x.ndim() - 1)) : 1;
-  const Index rows = n ? static_cast<Index>(x.size()) / n : 0;
-  const T* in = x.data();
-  T* result = out.mutable_data();
-  for (Index r = 0; r < rows; ++r, in += n, result += n) {
-    T running = in[0];
-    result[0] = running;
-    for (Index i = 1; i < n; ++i) result[i] = running = logaddexp(running, in[i]);
-  }
-  return out;
+  return scanned_rows(x, logaddexp<T>);
 }
 
 template <typename T>
@@ -259,35 +259,36 @@ void bind_sort(py::module_& m) {
         "(values, int64 indices) of a stable sort of each row (the last dim) of a C-contiguous "
         "float32/float64/int64/int32 array, ascending or descending; NaN sorts as the largest value and equal "
         "values keep their order.");
-  m.def("host_accumulate_rows", &host_accumulate_rows<float>, py::arg("multiply"), py::arg("x").noconvert());
-  m.def("host_accumulate_rows", &host_accumulate_rows<double>, py::arg("multiply"), py::arg("x").noconvert(),
-        "The running sum (product if multiply) along the last dim of a C-contiguous float32/float64 array, in "
-        "order (NumPy's accumulate), a new array of its shape.");
-  m.def("host_logcumsumexp_rows", &host_logcumsumexp_rows<float>, py::arg("x").noconvert());
-  m.def("host_logcumsumexp_rows", &host_logcumsumexp_rows<double>, py::arg("x").noconvert(),
-        "The running log(sum(exp)) along the last dim of a C-contiguous float32/float64 array (NumPy's "
-        "logaddexp.accumulate), a new array of its shape.");
-  m.def("host_first_sorted", &host_first_sorted<float>, py::arg("descending"), py::arg("x").noconvert(), py::arg("k"));
-  m.def("host_first_sorted", &host_first_sorted<double>, py::arg("descending"), py::arg("x").noconvert(),
-        py::arg("k"));
-  m.def("host_first_sorted", &host_first_sorted<std::int64_t>, py::arg("descending"), py::arg("x").noconvert(),
-        py::arg("k"));
-  m.def("host_first_sorted", &host_first_sorted<std::int32_t>, py::arg("descending"), py::arg("x").noconvert(),
-        py::arg("k"),
-        "(values, int64 indices) of shape x.shape[:-1] + (k,): the first k of host_sort_rows's stable sort of each "
-        "row (the last dim) of a C-contiguous float32/float64/int64/int32 array of >= 1 dim, as new arrays.");
-  m.def("host_median_all", &host_median_all<float>, py::arg("skip_nan"), py::arg("x").noconvert());
-  m.def("host_median_all", &host_median_all<double>, py::arg("skip_nan"), py::arg("x").noconvert());
-  m.def("host_median_all", &host_median_all<std::int64_t>, py::arg("skip_nan"), py::arg("x").noconvert());
-  m.def("host_median_all", &host_median_all<std::int32_t>, py::arg("skip_nan"), py::arg("x").noconvert(),
-        "The lower median of every element of a non-empty C-contiguous float32/float64/int64/int32 array (NaN "
-        "left out if skip_nan), a 0-d array of its dtype; NaN where it holds one (a NaN only, if skip_nan).");
-  m.def("host_mode_rows", &host_mode_rows<float>, py::arg("x").noconvert());
-  m.def("host_mode_rows", &host_mode_rows<double>, py::arg("x").noconvert());
-  m.def("host_mode_rows", &host_mode_rows<std::int64_t>, py::arg("x").noconvert());
-  m.def("host_mode_rows", &host_mode_rows<std::int32_t>, py::arg("x").noconvert(),
-        "(values, int64 indices) of shape x.shape[:-1]: the mode of each row (the last dim) of a C-contiguous "
-        "float32/float64/int64/int32 array, the smallest of equally frequent values, at its last occurrence.");
+  for_types<float, double>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_accumulate_rows", &host_accumulate_rows<T>, py::arg("multiply"), py::arg("x").noconvert(),
+          "The running sum (product if multiply) along the last dim of a C-contiguous float32/float64 array, "
+          "in order (NumPy's accumulate), a new array of its shape.");
+  });
+  for_types<float, double>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_logcumsumexp_rows", &host_logcumsumexp_rows<T>, py::arg("x").noconvert(),
+          "The running log(sum(exp)) along the last dim of a C-contiguous float32/float64 array (NumPy's "
+          "logaddexp.accumulate), a new array of its shape.");
+  });
+  for_types<float, double, std::int64_t, std::int32_t>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_first_sorted", &host_first_sorted<T>, py::arg("descending"), py::arg("x").noconvert(), py::arg("k"),
+          "(values, int64 indices) of shape x.shape[:-1] + (k,): the first k of host_sort_rows's stable sort "
+          "of each row (the last dim) of a C-contiguous float32/float64/int64/int32 array of >= 1 dim.");
+  });
+  for_types<float, double, std::int64_t, std::int32_t>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_median_all", &host_median_all<T>, py::arg("skip_nan"), py::arg("x").noconvert(),
+          "The lower median of every element of a non-empty C-contiguous float32/float64/int64/int32 array "
+          "(NaN left out if skip_nan), a 0-d array of its dtype; NaN where it holds one (only NaN, if skip_nan).");
+  });
+  for_types<float, double, std::int64_t, std::int32_t>([&m](auto type) {
+    using T = decltype(type);
+    m.def("host_mode_rows", &host_mode_rows<T>, py::arg("x").noconvert(),
+          "(values, int64 indices) of shape x.shape[:-1]: the mode of each row (the last dim) of a C-contiguous "
+          "float32/float64/int64/int32 array, the smallest of equally frequent values, at its last occurrence.");
+  });
   // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
   m.def("host_running_extreme", &host_running_extreme<float>, py::arg("largest"), py::arg("x").noconvert());
   m.def("host_running_extreme", &host_running_extreme<double>, py::arg("largest"), py::arg("x").noconvert());
