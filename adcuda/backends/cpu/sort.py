@@ -200,6 +200,8 @@ def running_extreme(op: str, a: BackendArray, axis: int) -> tuple[BackendArray, 
         and x.flags.c_contiguous
     ):
         values, indices = _native_running_extreme(op == "max", x)
+        if x is a:  # (not widened from float16: nothing to narrow)
+            return values, indices
     else:
         values, indices = _running_extreme(op, x, axis)
     return values.astype(a.dtype, copy=False), indices
