@@ -73,19 +73,13 @@ def mode_of_rows(a: BackendArray) -> tuple[BackendArray, BackendArray] | None:
     """(values, int64 indices) of shape ``a.shape[:-1]``: the mode of each row (the last dim) of ``a``
     (the smallest of equally frequent values, at its last occurrence), or None where the native loop
     does not take ``a`` (another dtype, strided or empty rows, or too large for one call holding the GIL)."""
-    return _native_mode(a) if _takes_rows(_native_mode, a) else None
+    return _native_mode(a) if _native_mode is not None and _takes_rows(a) else None
 
 
-def _takes_rows(native, a):
-    """Whether the host module's function ``native`` (None in a pure-source checkout) takes ``a``: of a dtype
-    it is built for, C-contiguous, of >= 1 dim, non-empty and small enough for one call holding the GIL."""
-    return (
-        native is not None
-        and a.dtype in _NATIVE_SORT
-        and 0 < a.size <= _HOST_SORT_MAX
-        and a.flags.c_contiguous
-        and a.ndim > 0
-    )
+def _takes_rows(a):
+    """Whether the host module's functions of rows take ``a``: of a dtype they are built for, C-contiguous,
+    of >= 1 dim, non-empty and small enough for one call holding the GIL."""
+    return a.dtype in _NATIVE_SORT and 0 < a.size <= _HOST_SORT_MAX and a.flags.c_contiguous and a.ndim > 0
 
 
 _native_median = getattr(_C, "host_median_all", None)
@@ -96,13 +90,13 @@ def first_sorted(a: BackendArray, k: int, descending: bool) -> tuple[BackendArra
     """(values, int64 indices) of shape ``a.shape[:-1] + (k,)``, new C-contiguous arrays: the first ``k`` of
     ``sort(a, -1, descending, True)`` (topk's, kthvalue's), by the host module's one call without the rest
     of the rows; None where it does not take ``a`` (0 <= k <= the last dim's size is the caller's)."""
-    return _native_first_sorted(descending, a, k) if _takes_rows(_native_first_sorted, a) else None
+    return _native_first_sorted(descending, a, k) if _native_first_sorted is not None and _takes_rows(a) else None
 
 
 def median_of_all(a: BackendArray, skip_nan: bool) -> BackendArray | None:
     """ops/sort.py's median() (nanmedian() if ``skip_nan``) of every element of ``a`` as a 0-d array, by the
     host module's one selection, or None where it does not take ``a`` (the op's sort is the reference)."""
-    return _native_median(skip_nan, a) if _takes_rows(_native_median, a) else None
+    return _native_median(skip_nan, a) if _native_median is not None and _takes_rows(a) else None
 
 
 def _sorted_values(a, idx, axis, descending):
