@@ -31,6 +31,7 @@ import warnings
 
 import numpy as np
 
+from .._native import _C
 from ..backends import cpu, float_errors
 from ..backends.cpu import threads as cpu_threads
 from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS
@@ -149,13 +150,37 @@ def _unary_kernel(call, scratch):
 
 def _unary_backward_kernel(call, scratch):
     """``unary_backward(op, x, y, g)`` where the op writes into a given array (``UNARY_BACKWARD_INTO``): the
-    primitive with ``out=`` and the program's scratch arrays."""
+    primitive with ``out=`` and the program's scratch arrays (relu's: ``_relu_backward``)."""
     op, x, y, g = (call.arrays_in + (None,) * 4)[:4]
     if op not in UNARY_BACKWARD_INTO or not isinstance(x, ArraySpec) or not isinstance(g, ArraySpec):
         return None
     if x.shape != g.shape or x.dtype not in _FLOATS or g.dtype != x.dtype:
         return None
+    if op == "relu" and _C is not None:
+        return _relu_backward, (1, 2, 3)
     return _into(cpu.unary_backward, op, scratch, x), (1, 2, 3)
+
+
+def _row_major(*arrays):
+    return all(a.__class__ is np.ndarray and a.flags.c_contiguous for a in arrays)
+
+
+def _relu_backward(x, y, g, out):
+    """relu's backward into ``out`` in one native pass over row-major operands (the CPU primitive makes
+    three NumPy passes, with a bool array between them, for the same numbers); the primitive elsewhere."""
+    if _row_major(x, g, out):
+        _C.host_relu_backward(x, g, out)
+        return out
+    return cpu.unary_backward("relu", x, y, g, out=out)
+
+
+def _bias_relu(a, bias, out):
+    """relu(a + bias) into ``out``, ``bias`` a vector along a's last dim, in one native pass where a and out
+    are row-major (``Program._fusions``), the same numbers as the add and the relu it stands for."""
+    if _row_major(a, out):
+        _C.host_bias_relu(a, bias, out)
+        return out
+    return np.maximum(np.add(a, bias, out=out), 0, out=out)
 
 
 def _matmul_kernel(call, scratch):
@@ -275,6 +300,7 @@ class Program:
         self.death = self._lifetimes(n_steps)
         self.scratch = Scratch()
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
+        self.fused = self._fusions()
         self.scatter_sums = self._scatter_sums()
         self.keeps = self._forward_keeps()
         self.lines = []
@@ -463,6 +489,51 @@ class Program:
             buffer_of[n] = chosen
         return kernels, buffers, buffer_of
 
+    def _readers(self):
+        """{owning array: indices of the steps that read it, through any of its views}."""
+        layout = self.layout
+        readers = {}
+        for j, step in enumerate(self.trace.steps):
+            refs = []
+            _walk(_arguments_of(step), refs.append)
+            for ref in refs:
+                n = ref.n if ref.__class__ is Value else ref.value if ref.__class__ is TensorArg else -1
+                owner = layout.owner[n] if n >= 0 else -1
+                if owner >= 0:
+                    readers.setdefault(owner, set()).add(j)
+        return readers
+
+    def _fusions(self):
+        """{step index: the value it stands for} for the relus fused into the bias add before them: where
+        ``add(a, bias)`` (a replay kernel, ``bias`` a row-major vector along a's last dim) makes a value
+        that only a ``relu`` reads, written over it, the add's kernel computes relu(a + bias) in one pass
+        (``_bias_relu``: the two calls' numbers) and the relu's result is that value, no call at all."""
+        fused = {}
+        if _C is None:
+            return fused
+        steps, layout = self.trace.steps, self.layout
+        readers = self._readers()
+        for i, (kernel, _) in list(self.kernels.items()):
+            step = steps[i]
+            if step.name != "binary" or step.args[0] != "add" or kernel is not np.add:
+                continue
+            n, bias = step.results[0], step.args[2]
+            shape = layout.shape[n]
+            if bias.__class__ is Value:
+                vector = layout.shape[bias.n] == shape[-1:] and layout.c_contiguous[bias.n]
+            else:
+                vector = bias.__class__ is np.ndarray and bias.shape == shape[-1:] and bias.flags.c_contiguous
+            if not vector or layout.owner[n] != n or len(readers.get(n, ())) != 1:
+                continue
+            (j,) = readers[n]
+            relu = steps[j]
+            if relu.name != "unary" or relu.args[0] != "relu" or j not in self.kernels or self.in_place.get(j) != n:
+                continue
+            self.kernels[i] = (_bias_relu, (1, 2))
+            del self.kernels[j]
+            fused[j] = n
+        return fused
+
     def _scatter_sums(self):
         """Sums of zero arrays each written in disjoint slices (the backward of slicing one array into
         pieces, q, k and v of one product for one: one zero array per piece, its slice written, the
@@ -482,15 +553,7 @@ class Program:
         all of it (its zeros would never be read: the array is taken unfilled)."""
         trace, layout = self.trace, self.layout
         steps, producer = trace.steps, trace.producer
-        readers = {}  # owning array -> indices of the steps that read it
-        for j, step in enumerate(steps):
-            refs = []
-            _walk(_arguments_of(step), refs.append)
-            for ref in refs:
-                n = ref.n if ref.__class__ is Value else ref.value if ref.__class__ is TensorArg else -1
-                owner = layout.owner[n] if n >= 0 else -1
-                if owner >= 0:
-                    readers.setdefault(owner, set()).add(j)
+        readers = self._readers()
         outputs = set(trace.handed_over) | set(self.output_values())
         fused = {}  # a fused sum's value -> (the piece it writes into, coverage)
         fill_of = {}  # such a piece -> the step of its fill
@@ -763,7 +826,11 @@ class Program:
             if cls is Call:
                 target = self._targets(step)
                 view = _view_once(step, held, self.layout, escaping)
-                if i in self.aliases:
+                if i in self.fused:
+                    code = f"v{self.fused[i]}"
+                    if self.fused[i] in held:
+                        held[step.results[0]] = held[self.fused[i]]
+                elif i in self.aliases:
                     code = f"v{self.aliases[i]}"
                 elif i in self.views:
                     code = f"v{self.views[i]}"
@@ -896,7 +963,9 @@ class Program:
             out = f"%{n} = "
             shape = "x".join(map(str, self.layout.shape[n])) or "scalar"
             where = f", buffer {self.buffer_of[n]}" if n in self.buffer_of else ""
-            if i in self.aliases:
+            if i in self.fused:
+                where += f", computed by step {self.trace.producer[self.fused[i]]}'s kernel: %{self.fused[i]} itself"
+            elif i in self.aliases:
                 where += f", no copy: the memory of %{self.aliases[i]}"
             elif i in self.views:
                 where += f", no copy: attention reads the view %{self.views[i]}"
