@@ -302,6 +302,8 @@ class Program:
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
         self.fused = self._fusions()
         self.scatter_sums = self._scatter_sums()
+        self.buffer_arrays = [np.empty(shape, dtype) for shape, dtype in self.buffers]
+        self.into, self.direct = self._attention_destinations()
         self.keeps = self._forward_keeps()
         self.lines = []
         self.replay = self._generate()
@@ -638,6 +640,91 @@ class Program:
                 plan[fill_of[base]] = ("bare",)
         return plan
 
+    def _attention_destinations(self):
+        """Where attention's results may be written at once instead of copied there after: ({attention step:
+        its ``into``}, {step left out: None, or the array that a copy's result is instead}).
+
+        Attention's output (batch, heads, L, E) goes on as a permuted view copied row-major, into a buffer
+        (the heads side by side again), and its backward's dq, dk and dv the same way, each copy then
+        viewed as a slice of the fused sum of q, k and v's gradient (``_scatter_sums``), written there +
+        0.0. Where nothing else reads a result, its permute or that copy, the primitive writes the result
+        into the copy's buffer seen through the inverse permutation, or into the slice itself (a product
+        written through ``out=``, the same numbers as a new array's; a BLAS product's zeros are +0.0, so
+        adding 0.0 changes none of them), and the permute, copy, view and slice write are left out; the
+        copy's result is its buffer. Only where that buffer holds nothing else from the attention's step
+        to the copy's (the fill of the sum's zeros, for a slice)."""
+        into, direct = {}, {}
+        steps, layout, producer = self.trace.steps, self.layout, self.trace.producer
+        readers = {n: {j for j in steps_ if j not in self.dead} for n, steps_ in self._readers().items()}
+
+        def free(b, value, start, end):
+            """Whether buffer ``b`` holds no value but ``value`` at any step from ``start`` to ``end``."""
+            return all(
+                m == value or producer[m] > end or self.death[m] < start for m, c in self.buffer_of.items() if c == b
+            )
+
+        def permuted_copy(r):
+            """(the permute, the copy, the copy's result, the permutation) where only a permute reads result
+            ``r`` and only a row-major copy (a replay kernel) reads that, or None."""
+            if r is None or layout.owner[r] != r or len(readers.get(r, ())) != 2:
+                return None
+            p, c = sorted(readers[r])
+            permute, copy = steps[p], steps[c]
+            if permute.__class__ is not Call or permute.name != "permute" or _number(permute.args[0]) != r:
+                return None
+            if copy.__class__ is not Call or copy.name != "contiguous" or c not in self.kernels:
+                return None
+            if _number(copy.args[0]) != permute.results[0] or layout.owner[copy.results[0]] != copy.results[0]:
+                return None
+            return p, c, copy.results[0], np.argsort(permute.args[1])
+
+        def as_shape(array, shape):
+            """A view of ``array`` with ``shape``, or None where it would take a copy."""
+            view = array.view()
+            try:
+                view.shape = shape
+            except AttributeError:
+                return None
+            return view
+
+        for i, step in enumerate(steps):
+            if step.__class__ is not Call or step.kwargs or i in self.dead:
+                continue
+            if step.name == "attention":
+                found = permuted_copy(step.results[0])
+                b = None if found is None else self.buffer_of.get(found[2])
+                if b is None or not free(b, found[2], i, found[1]):
+                    continue
+                p, c, _, inverse = found
+                dest = self.buffer_arrays[b].transpose(inverse)
+                if dest.shape == layout.shape[step.results[0]]:
+                    into[i] = dest
+                    direct[p], direct[c] = None, self.buffer_arrays[b]
+            elif step.name == "attention_backward":
+                dests, skips = [], {}
+                for r in step.results:
+                    found = permuted_copy(r)
+                    dest = None
+                    if found is not None and len(readers.get(found[2], ())) == 2:
+                        p, c, copied, inverse = found
+                        a, j = sorted(readers[copied])
+                        put = self.scatter_sums.get(j)
+                        view = steps[a]
+                        if put is not None and put[0] == "put" and view.__class__ is Call and view.name == "view":
+                            base, key = put[1], put[2]
+                            b = self.buffer_of.get(base)
+                            if _number(steps[j].args[2]) == view.results[0] and b is not None:
+                                if free(b, base, i, producer[base]):
+                                    region = as_shape(self.buffer_arrays[b][key], layout.shape[copied])
+                                    if region is not None:
+                                        dest = region.transpose(inverse)
+                                        skips.update({p: None, c: None, a: None, j: None})
+                    dests.append(dest if dest is not None and dest.shape == layout.shape[r] else None)
+                if any(d is not None for d in dests):
+                    into[i] = tuple(dests)
+                    direct.update(skips)
+        return into, direct
+
     def _forward_keeps(self):
         """{step index: (keyword, array)} for forwards whose backward in this program reads what they
         computed, and those backwards: the forward writes it into the array (the primitive's
@@ -803,13 +890,23 @@ class Program:
         ranges = []  # the profiler range of each line of ``body``: what a profiled replay shows inside it
         lines = self.lines
         draws = 0
-        buffers = [np.empty(shape, dtype) for shape, dtype in self.buffers]
+        buffers = self.buffer_arrays
         held = {}  # value -> the array it is on every replay (a buffer, a view of one or of a persistent array)
         escaping = set(trace.handed_over) | set(self.output_values())  # (arrays made anew each replay)
         for i, step in enumerate(trace.steps):
             cls = step.__class__
             if i in self.dead:
                 lines.append(self._describe(i, step) + f"  (left out: {self.dead[i]})")
+                continue
+            if i in self.direct:
+                target = self.direct[i]
+                if target is None:
+                    lines.append(self._describe(i, step) + "  (left out: attention wrote its result there)")
+                    continue
+                held[step.results[0]] = target
+                body.append(f"v{step.results[0]} = {bind(target, 'c')}")
+                lines.append(self._describe(i, step) + "  (no copy: attention wrote its result there)")
+                ranges.append(_range_name(step))
                 continue
             ranges.append(_range_name(step))
             fusion = self.scatter_sums.get(i)
@@ -867,6 +964,9 @@ class Program:
                     keyword, kept = self.keeps[i]
                     code = code[:-1] + f", {keyword}={bind(kept, 'c')})"
                     note = f"  ({keyword} {'read' if step.name.endswith('backward') else 'kept'} in place)"
+                if i in self.into:  # (attention's results written where their copies were going)
+                    code = code[:-1] + f", into={bind(self.into[i], 'c')})"
+                    note += "  (results written into their copies' buffers)"
                 body.append(f"{target} = {code}" if target else code)
                 lines.append(self._describe(i, step) + note)
             elif cls is HostStep:
