@@ -404,17 +404,8 @@ class Program:
         layout = self.layout
         death = [-1] * len(layout.owner)
         forever = set(self.trace.handed_over) | set(self.output_values())
-
-        for i, step in enumerate(self.trace.steps):
-            if i in self.dead:
-                continue
-            refs = []
-            _walk(_arguments_of(step), refs.append)
-            for ref in refs:
-                n = ref.n if ref.__class__ is Value else ref.value if ref.__class__ is TensorArg else -1
-                owner = layout.owner[n] if n >= 0 else -1
-                if owner >= 0:
-                    death[owner] = max(death[owner], i)
+        for owner, steps in self._readers(live=True).items():
+            death[owner] = max(steps)
         for n in forever:
             owner = layout.owner[n]
             if owner >= 0:
@@ -491,11 +482,14 @@ class Program:
             buffer_of[n] = chosen
         return kernels, buffers, buffer_of
 
-    def _readers(self):
-        """{owning array: indices of the steps that read it, through any of its views}."""
+    def _readers(self, live=False):
+        """{owning array: indices of the steps that read it, through any of its views}; ``live``: only the
+        steps the replay runs (not those ``_dead_calls`` leaves out)."""
         layout = self.layout
         readers = {}
         for j, step in enumerate(self.trace.steps):
+            if live and j in self.dead:
+                continue
             refs = []
             _walk(_arguments_of(step), refs.append)
             for ref in refs:
@@ -655,7 +649,7 @@ class Program:
         to the copy's (the fill of the sum's zeros, for a slice)."""
         into, direct = {}, {}
         steps, layout, producer = self.trace.steps, self.layout, self.trace.producer
-        readers = {n: {j for j in steps_ if j not in self.dead} for n, steps_ in self._readers().items()}
+        readers = self._readers(live=True)
 
         def free(b, value, start, end):
             """Whether buffer ``b`` holds no value but ``value`` at any step from ``start`` to ``end``."""

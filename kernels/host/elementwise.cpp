@@ -213,6 +213,14 @@ void host_relu_backward(const py::array_t<T, py::array::c_style>& x, const py::a
   }
 }
 
+// A kernel of two operands and ``out``, float32 and float64 (``f32``, ``f64``), bound under ``name``.
+template <typename F32, typename F64>
+void def_floats(py::module_& m, const char* name, F32 f32, F64 f64, const char* first, const char* second,
+                const char* doc) {
+  m.def(name, f32, py::arg(first).noconvert(), py::arg(second).noconvert(), py::arg("out").noconvert());
+  m.def(name, f64, py::arg(first).noconvert(), py::arg(second).noconvert(), py::arg("out").noconvert(), doc);
+}
+
 }  // namespace
 
 void bind_elementwise(py::module_& m) {
@@ -257,17 +265,12 @@ void bind_elementwise(py::module_& m) {
         "and dtype, or of such an array and a Python float (taken in its dtype), with the CUDA kernels' "
         "functor (a new array). Meant for small arrays: the GIL is held.");
   // (out may be a or x, g: each element is read before it is written)
-  m.def("host_bias_relu", &host_bias_relu<float>, py::arg("a").noconvert(), py::arg("bias").noconvert(),
-        py::arg("out").noconvert());
-  m.def("host_bias_relu", &host_bias_relu<double>, py::arg("a").noconvert(), py::arg("bias").noconvert(),
-        py::arg("out").noconvert(),
-        "relu(a + bias) into ``out``, bias (1-d) broadcast along a's last dim, rounded as np.add then np.maximum "
-        "round it (row-major arrays of one float dtype).");
-  m.def("host_relu_backward", &host_relu_backward<float>, py::arg("x").noconvert(), py::arg("g").noconvert(),
-        py::arg("out").noconvert());
-  m.def("host_relu_backward", &host_relu_backward<double>, py::arg("x").noconvert(), py::arg("g").noconvert(),
-        py::arg("out").noconvert(),
-        "relu's backward g * (x > 0 or NaN, as 1 or 0) into ``out`` (row-major arrays of one float dtype and size).");
+  def_floats(m, "host_bias_relu", &host_bias_relu<float>, &host_bias_relu<double>, "a", "bias",
+             "relu(a + bias) into ``out``, bias (1-d) broadcast along a's last dim, rounded as np.add then "
+             "np.maximum round it (row-major arrays of one float dtype).");
+  def_floats(m, "host_relu_backward", &host_relu_backward<float>, &host_relu_backward<double>, "x", "g",
+             "relu's backward g * (x > 0 or NaN, as 1 or 0) into ``out`` (row-major arrays of one float dtype "
+             "and size).");
 }
 
 }  // namespace adcuda::host
