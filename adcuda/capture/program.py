@@ -659,8 +659,9 @@ class Program:
 
         def permuted_copy(r):
             """(the permute, the copy, the copy's result, the permutation) where only a permute reads result
-            ``r`` and only a row-major copy (a replay kernel) reads that, or None."""
-            if r is None or layout.owner[r] != r or len(readers.get(r, ())) != 2:
+            ``r`` and only a row-major copy (a replay kernel) reads that, or None. (Only for float32 and
+            float64 results, which attention computes in their own dtype: its ``into`` takes those.)"""
+            if r is None or layout.owner[r] != r or len(readers.get(r, ())) != 2 or layout.dtype[r] not in _FLOATS:
                 return None
             p, c = sorted(readers[r])
             permute, copy = steps[p], steps[c]
