@@ -685,6 +685,24 @@ def test_compiled_backwards_read_what_their_forwards_kept():
     assert grads[0] == grads[1] == grads[2]
 
 
+def test_attention_without_a_backward_writes_its_output_into_the_copys_buffer():
+    qkv, out = adcuda.nn.Linear(8, 24), adcuda.nn.Linear(8, 3)
+
+    def f(x):
+        with adcuda.no_grad():
+            q, k, v = qkv(x).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 5, 8)
+            return out(y) * 1.0
+
+    program = _compiled_against_eager(f, adcuda.randn(2, 5, 8))
+    (step,) = program.into
+    assert program.trace.steps[step].name == "attention"
+    # the output is the heads' permuted view of the buffer its row-major copy was going to
+    assert any(np.shares_memory(program.into[step], buffer) for buffer in program.buffer_arrays)
+    text = str(program)
+    assert "no copy: attention wrote its result there" in text and "left out: attention wrote its result there" in text
+
+
 def test_a_copy_that_something_else_reads_too_is_made():
     qkv = adcuda.nn.Linear(8, 24)
 

@@ -682,6 +682,28 @@ class Program:
                 return None
             return view
 
+        def sum_slice(copied, i):
+            """(the view, the slice write, the fused sum's slice seen in ``copied``'s shape) where only a view
+            that one slice write of a fused sum reads reads copy ``copied``, and the sum's zeros are never
+            written (its slices cover it: ``_scatter_sums``' bare fill), nor anything else into its buffer
+            from attention's step ``i`` on; or None."""
+            if len(readers.get(copied, ())) != 2:
+                return None
+            a, j = sorted(readers[copied])
+            put, view = self.scatter_sums.get(j), steps[a]
+            if put is None or put[0] != "put" or view.__class__ is not Call or view.name != "view":
+                return None
+            base, key = put[1], put[2]
+            b, fill = self.buffer_of.get(base), producer[base]
+            if fill in self.aliases:  # (a same-dtype copy, made no copy, of the fill)
+                fill = producer[steps[fill].args[0].n]
+            if _number(steps[j].args[2]) != view.results[0] or b is None or self.scatter_sums.get(fill) != ("bare",):
+                return None
+            if not free(b, base, i, producer[base]):
+                return None
+            region = as_shape(self.buffer_arrays[b][key], layout.shape[copied])
+            return None if region is None else (a, j, region)
+
         for i, step in enumerate(steps):
             if step.__class__ is not Call or step.kwargs or i in self.dead:
                 continue
@@ -699,22 +721,14 @@ class Program:
                 dests, skips = [], {}
                 for r in step.results:
                     found = permuted_copy(r)
+                    written = None if found is None else sum_slice(found[2], i)
                     dest = None
-                    if found is not None and len(readers.get(found[2], ())) == 2:
-                        p, c, copied, inverse = found
-                        a, j = sorted(readers[copied])
-                        put = self.scatter_sums.get(j)
-                        view = steps[a]
-                        if put is not None and put[0] == "put" and view.__class__ is Call and view.name == "view":
-                            base, key = put[1], put[2]
-                            b = self.buffer_of.get(base)
-                            if _number(steps[j].args[2]) == view.results[0] and b is not None:
-                                if free(b, base, i, producer[base]):
-                                    region = as_shape(self.buffer_arrays[b][key], layout.shape[copied])
-                                    if region is not None:
-                                        dest = region.transpose(inverse)
-                                        skips.update({p: None, c: None, a: None, j: None})
-                    dests.append(dest if dest is not None and dest.shape == layout.shape[r] else None)
+                    if written is not None and written[2].transpose(found[3]).shape == layout.shape[r]:
+                        p, c, _, inverse = found
+                        a, j, region = written
+                        dest = region.transpose(inverse)
+                        skips.update({p: None, c: None, a: None, j: None})
+                    dests.append(dest)
                 if any(d is not None for d in dests):
                     into[i] = tuple(dests)
                     direct.update(skips)
