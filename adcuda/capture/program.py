@@ -13,7 +13,9 @@ own dtype is no copy; every other array is made by its primitive as in eager. Ou
 step or a gradient accumulation received, and arrays that outlived the captured run never get a
 shared buffer, so nothing the caller or the library can still see is overwritten. Parameters, their
 gradients and optimizer state are the library's own tensors, read and updated in place, so Module
-and Optimizer objects stay the truth.
+and Optimizer objects stay the truth. Some pairs of calls become one: a relu after the bias add that
+alone reads its sum (``_fusions``), the sums of zero arrays written in slices (``_scatter_sums``), and
+attention's results and the row-major copies made of them (``_attention_destinations``).
 
 The replay itself is one generated Python function (``replay``), a straight line of calls on local
 variables with every primitive, constant and buffer prebound: no dispatch, no autograd, no argument
