@@ -50,6 +50,14 @@ CASES = {
     ],
     "expand_as": [((1, 4), lambda x: x.expand_as(torch.ones(3, 4)))],
     "broadcast_to": [((4,), lambda x: torch.broadcast_to(x, (2, 4)))],
+    "slice_key": [
+        ((4, 6), lambda x: x[1:3]),
+        ((4, 6), lambda x: x[:, ::2]),
+        ((4, 6), lambda x: x[2]),
+        ((4, 6), lambda x: x[None, 1, 2:]),
+        ((4, 6), lambda x: x.chunk(2, 1)[1]),
+        ((4, 6), lambda x: x.unbind(0)[3]),
+    ],
     "as_strided": [
         ((4, 6), lambda x: torch.as_strided(x, (3, 3), (6, 1), 2)),
         ((4, 6), lambda x: x.as_strided((2, 2), (1, 6))),
@@ -70,6 +78,8 @@ DECLINED = [
     ((2, 3, 4), lambda x: x.t()),
     ((4,), lambda x: x.mT),
     ((4, 6), lambda x: x.squeeze(2)),
+    ((4, 6), lambda x: x[5]),
+    ((4, 6), lambda x: x[:, 1, 2]),
 ]
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from .. import dtypes as dt
 from .._native import _C
 from ..autograd.graph import needs_grad
+from ..backends.cpu import slice as _cpu_slice
 from ..device import CPU
 from ..errors import (
     DeviceError,
@@ -255,10 +256,16 @@ def _slice_fused_grad(grad, input_shape, bkey):
 
 # ------------------------------------------------------------------------------------------------
 # reading: t[key]
+def _slice_array(a, bkey, key):
+    """slice_key's array on the CPU, for the view lane (ops/layout.py, "the views' plain cases"): the
+    primitive's own view; an index out of range raises, and the forward then names it."""
+    return _cpu_slice(a, bkey)
+
+
 @op(
     "slice_key",
     doc="input at a basic key in backend form (ints, slices, None, Ellipsis): a view.",
-    view=True,
+    view=_slice_array,
     function=False,
     method=False,
     node="SliceBackward0",

@@ -20,8 +20,18 @@ if TYPE_CHECKING:
     from ..types import Number
 
 
+def _untracked(t):
+    """Whether a write into ``t`` has nothing to record and nothing that could refuse it (what
+    ``check_inplace_allowed`` and the recording test would find): not a view, no history, no
+    requires_grad, and no dim that repeats an element (stride 0). Then the write goes straight to
+    ``write_untracked``."""
+    return t._base is None and not t._requires_grad and t._grad_fn is None and 0 not in t._data.strides
+
+
 def _fill(self, value, name, checked=False):
     """``checked``: value is a number every dtype takes as it is (zero_'s 0)."""
+    if value.__class__ is not Tensor and _untracked(self):
+        return write_untracked(self, scalar_into(name, value, self.dtype), name)
     check_inplace_allowed(self, name)
     if not checked:
         if isinstance(value, Tensor):
@@ -45,6 +55,8 @@ def fill_(self: Tensor, value: Tensor | Number) -> Tensor:
 
 @op("zero_", doc="Every element set to 0, in place.", composite=True, function=False)
 def zero_(self: Tensor) -> Tensor:
+    if _untracked(self):
+        return write_untracked(self, 0, "zero_")
     return _fill(self, 0, "zero_", checked=True)
 
 
@@ -56,6 +68,15 @@ def copy_(
     if (src is None) == (other is None):
         raise DTypeError("copy_: expected exactly one of src and other")
     src = other if src is None else src
+    if (
+        src.__class__ is Tensor
+        and src._device is self._device
+        and src._data.dtype == self._data.dtype
+        and src._data.shape == self._data.shape
+        and _untracked(self)
+        and not requires_grad(src)
+    ):
+        return write_untracked(self, src._data, "copy_")  # nothing to convert, broadcast or record
     check_inplace_allowed(self, "copy_")
     if not isinstance(src, Tensor):
         raise DTypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")
