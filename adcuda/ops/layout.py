@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, overload
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..backends import cpu as _cpu
+from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
 from .common import (
@@ -794,9 +795,9 @@ def _contiguous_method(self: Tensor) -> Tensor:
     """Tensor.contiguous: the tensor itself where it already is contiguous, with no dispatch (as
     PyTorch's method answers before it dispatches; the op would give back the same tensor, recording
     nothing), else the op."""
-    if self.is_contiguous():
+    if self._device is CPU and self._data.flags.c_contiguous:  # (is_contiguous's CPU case, inlined)
         return self
-    return contiguous(self)
+    return self if self.is_contiguous() else contiguous(self)
 
 
 @op(
@@ -1989,6 +1990,8 @@ def _scattered(name, input, key, src):
 
 def _storage_offset_method(self: Tensor) -> int:
     """Tensor.storage_offset: metadata read with no dispatch, as ``stride()`` is (and PyTorch's method)."""
+    if self._device is CPU and self._data.base is None:  # an array that owns its memory starts it
+        return 0
     return primitives(self).storage_offset(self._data)
 
 
