@@ -50,6 +50,10 @@ CASES = {
     ],
     "expand_as": [((1, 4), lambda x: x.expand_as(torch.ones(3, 4)))],
     "broadcast_to": [((4,), lambda x: torch.broadcast_to(x, (2, 4)))],
+    "expand_along": [
+        ((4,), lambda x: torch.meshgrid(x, torch.ones(3), indexing="ij")[0]),
+        ((4,), lambda x: torch.meshgrid(torch.ones(3), x, indexing="xy")[1]),
+    ],
     "slice_key": [
         ((4, 6), lambda x: x[1:3]),
         ((4, 6), lambda x: x[:, ::2]),

@@ -114,6 +114,8 @@ def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
 
 @op("cpu", doc="input on the CPU.", composite=True, function=False)
 def cpu(input: Tensor) -> Tensor:
+    if input._device is CPU:
+        return input  # as in PyTorch: no copy
     return to_device_and_dtype(input, CPU, None, False, "cpu")
 
 

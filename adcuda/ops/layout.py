@@ -1261,10 +1261,14 @@ def _other_dims_summed(grad, input_shape, dim):
     return (grad.sum(others) if others else grad).reshape(input_shape)
 
 
+def _expand_along_array(a, dim, shape):
+    return _cpu.expand(_view_or_copy(_cpu, a, _unit_except(len(shape), dim, shape[dim])), tuple(shape))
+
+
 @op(
     "expand_along",
     doc="A 0- or 1-d input laid along dim of a grid of shape, repeated over its other dims (a view).",
-    view=True,
+    view=_expand_along_array,
     function=False,
     method=False,
     node="ExpandBackward0",
