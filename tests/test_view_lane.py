@@ -23,6 +23,9 @@ CASES = {
         ((2, 3, 4), lambda x: x.flatten()),
         ((2, 3, 4), lambda x: x.flatten(1)),
         ((2, 3), lambda x: x.flatten(1, 1)),
+        ((), lambda x: x.flatten()),
+        ((5,), lambda x: x.flatten()),
+        ((2, 3), lambda x: x.flatten(0, -1)),
     ],
     "unflatten": [((2, 12), lambda x: x.unflatten(1, (3, 4))), ((2, 12), lambda x: x.unflatten(-1, [2, 2, 3]))],
     "squeeze": [

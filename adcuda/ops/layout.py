@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, overload
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..backends import cpu as _cpu
-from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
 from .common import (
@@ -122,6 +121,8 @@ def _view_as_array(a, other):
 
 def _flatten_array(a, start_dim, end_dim):
     shape = a.shape
+    if start_dim.__class__ is int and start_dim == 0 and end_dim.__class__ is int and end_dim == -1 and len(shape) != 1:
+        return a.reshape(a.size) if a.flags.c_contiguous else None  # (a 0-d one too: its shape is (1,))
     s, e = _plain_dim(start_dim, len(shape)), _plain_dim(end_dim, len(shape))
     if s is None or e is None or s > e:
         return None
@@ -151,7 +152,12 @@ def _unflatten_array(a, dim, sizes):
 def _squeeze_array(a, dim):
     shape = a.shape
     if not dim:
-        return _reshaped_array(a, tuple([n for n in shape if n != 1]))
+        squeezed = _SQUEEZED.get(shape)
+        if squeezed is None:
+            squeezed = tuple([n for n in shape if n != 1])
+            if len(_SQUEEZED) < _SHAPES_KEPT:
+                _SQUEEZED[shape] = squeezed
+        return _reshaped_array(a, squeezed)
     if len(dim) != 1:
         return None
     d = _plain_dim(dim[0], len(shape))
@@ -160,16 +166,28 @@ def _squeeze_array(a, dim):
     return _reshaped_array(a, shape[:d] + shape[d + 1 :] if shape[d] == 1 else shape)
 
 
+# the shapes a program squeezes and unsqueezes are few: each result shape is worked out once
+_SQUEEZED: dict[tuple[int, ...], tuple[int, ...]] = {}  # shape -> its size-1 dims removed
+_UNSQUEEZED: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}  # (shape, dim) -> a 1 inserted at dim
+_SHAPES_KEPT = 256
+
+
 def _unsqueeze_array(a, dim):
     shape = a.shape
-    d = _plain_dim(dim, len(shape) + 1)
-    if d is None:
-        return None
-    return _reshaped_array(a, shape[:d] + (1,) + shape[d:])
+    key = (shape, dim)
+    unsqueezed = _UNSQUEEZED.get(key) if dim.__class__ is int else None
+    if unsqueezed is None:
+        d = _plain_dim(dim, len(shape) + 1)
+        if d is None:
+            return None
+        unsqueezed = shape[:d] + (1,) + shape[d:]
+        if len(_UNSQUEEZED) < _SHAPES_KEPT:
+            _UNSQUEEZED[key] = unsqueezed
+    return a.reshape(unsqueezed) if a.flags.c_contiguous else None
 
 
 def _ravel_array(a):
-    return _reshaped_array(a, (a.size,))
+    return a.reshape(a.size) if a.flags.c_contiguous else None
 
 
 def _permute_array(a, dims):
@@ -795,9 +813,9 @@ def _contiguous_method(self: Tensor) -> Tensor:
     """Tensor.contiguous: the tensor itself where it already is contiguous, with no dispatch (as
     PyTorch's method answers before it dispatches; the op would give back the same tensor, recording
     nothing), else the op."""
-    if self._device is CPU and self._data.flags.c_contiguous:  # (is_contiguous's CPU case, inlined)
+    if self.is_contiguous():
         return self
-    return self if self.is_contiguous() else contiguous(self)
+    return contiguous(self)
 
 
 @op(
@@ -1994,8 +2012,6 @@ def _scattered(name, input, key, src):
 
 def _storage_offset_method(self: Tensor) -> int:
     """Tensor.storage_offset: metadata read with no dispatch, as ``stride()`` is (and PyTorch's method)."""
-    if self._device is CPU and self._data.base is None:  # an array that owns its memory starts it
-        return 0
     return primitives(self).storage_offset(self._data)
 
 
