@@ -804,7 +804,8 @@ def _slices(input, d, bounds):
     pieces = []
     start = bounds[0]
     for stop in bounds[1:]:  # (a plain loop: a generator and max() per piece cost half a slice_key)
-        pieces.append(slice_key(input, lead + (slice(start, stop if stop > start else start),)))
+        # (keys that end in an Ellipsis already, as unbind's: the CPU primitive adds one otherwise)
+        pieces.append(slice_key(input, lead + (slice(start, stop if stop > start else start), Ellipsis)))
         start = stop
     return tuple(pieces)
 
