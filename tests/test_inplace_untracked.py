@@ -101,3 +101,37 @@ def test_a_cast_records_its_gradient():
     (b * 2.0).sum().backward()
     assert a.grad.dtype == torch.float64
     np.testing.assert_array_equal(a.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+class _Watch:
+    """A hook that sees every op call (attached, it also closes the lanes)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def around_op(self, name, op, call, args, kwargs):
+        self.calls.append(name)
+        return call(*args, **kwargs)
+
+
+def test_zero_is_an_op_call_while_a_hook_watches():
+    from adcuda.ops import dispatch
+
+    watch = _Watch()
+    t = torch.ones(2, 3)
+    dispatch.add_hook(watch)
+    try:
+        t.zero_()
+    finally:
+        dispatch.remove_hook(watch)
+    assert watch.calls == ["zero_"]
+    assert t._version.value == 1 and not t.numpy().any()
+
+
+def test_zero_of_a_read_only_array_is_the_ops_error():
+    array = np.ones(3, np.float32)
+    array.setflags(write=False)
+    t = torch.from_numpy(array)
+    with pytest.raises(torch.AdcudaError):
+        t.zero_()
+    assert t._version.value == 0

@@ -6,17 +6,20 @@ against; while recording, the tensor's history moves to the written value."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import needs_grad, requires_grad
+from ..device import CPU
 from ..errors import DTypeError, ShapeError, fmt_shape
-from ..tensor import Tensor
+from ..tensor import Tensor, version_counter
+from . import dispatch
 from .common import filled, scalar_into
 from .mutation import check_inplace_allowed, commit_inplace, write_untracked
 from .registry import lowering, op
 
 if TYPE_CHECKING:
+    from ..backends.seam import CPUArray
     from ..types import Number
 
 
@@ -53,7 +56,20 @@ def fill_(self: Tensor, value: Tensor | Number) -> Tensor:
     return _fill(self, value, "fill_")
 
 
-@op("zero_", doc="Every element set to 0, in place.", composite=True, function=False)
+def _zero_method(self: Tensor) -> Tensor:
+    """Tensor.zero_: while no hook is attached (the dispatch point's lanes are open: ``dispatch._plain``),
+    an untracked CPU tensor is zeroed at once and its version counter bumped, as the op would (a zero
+    makes NumPy warn of nothing); everything else, and every call a hook may watch, is the op's."""
+    if dispatch._plain and self.__class__ is Tensor and self._device is CPU and _untracked(self):
+        data = cast("CPUArray", self._data)
+        if data.flags.writeable:  # (a read-only array: the op names the error)
+            data.fill(0)
+            version_counter(self).value += 1
+            return self
+    return zero_(self)
+
+
+@op("zero_", doc="Every element set to 0, in place.", composite=True, function=False, method=_zero_method)
 def zero_(self: Tensor) -> Tensor:
     if _untracked(self):
         return write_untracked(self, 0, "zero_")
