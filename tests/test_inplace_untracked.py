@@ -114,24 +114,55 @@ class _Watch:
         return call(*args, **kwargs)
 
 
-def test_zero_is_an_op_call_while_a_hook_watches():
+_WRITES = {
+    "zero_": lambda t: t.zero_(),
+    "fill_": lambda t: t.fill_(0.0),
+    "copy_": lambda t: t.copy_(torch.zeros(2, 3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_WRITES))
+def test_a_write_is_an_op_call_while_a_hook_watches(name):
     from adcuda.ops import dispatch
 
     watch = _Watch()
     t = torch.ones(2, 3)
     dispatch.add_hook(watch)
     try:
-        t.zero_()
+        assert _WRITES[name](t) is t
     finally:
         dispatch.remove_hook(watch)
-    assert watch.calls == ["zero_"]
+    assert name in watch.calls
     assert t._version.value == 1 and not t.numpy().any()
 
 
-def test_zero_of_a_read_only_array_is_the_ops_error():
-    array = np.ones(3, np.float32)
+@pytest.mark.parametrize("name", sorted(_WRITES))
+def test_a_write_into_a_read_only_array_is_the_ops_error(name):
+    array = np.ones((2, 3), np.float32)
     array.setflags(write=False)
     t = torch.from_numpy(array)
     with pytest.raises(torch.AdcudaError):
-        t.zero_()
+        _WRITES[name](t)
     assert t._version.value == 0
+
+
+def test_fill_converts_as_the_op_and_refuses_what_does_not_fit():
+    t = torch.zeros(3, dtype=torch.int32)
+    t.fill_(2.7)
+    np.testing.assert_array_equal(t.numpy(), [2, 2, 2])
+    b = torch.zeros(2, dtype=torch.bool)
+    b.fill_(0.5)
+    assert b.numpy().all()
+    with pytest.raises(InvalidArgumentError, match="fill_"):
+        torch.zeros(2, dtype=torch.float16).fill_(1e6)
+    with pytest.raises(InvalidArgumentError, match="fill_"):
+        torch.zeros(2, dtype=torch.int64).fill_(float("nan"))
+
+
+def test_copy_from_an_overlapping_view_of_itself():
+    t = torch.tensor(np.arange(4.0, dtype=np.float32))
+    t.copy_(t.flip(0))  # (a copy: flip makes one)
+    np.testing.assert_array_equal(t.numpy(), [3.0, 2.0, 1.0, 0.0])
+    m = torch.tensor(np.arange(9.0, dtype=np.float32).reshape(3, 3))
+    m.copy_(m.t())
+    np.testing.assert_array_equal(m.numpy(), np.arange(9.0).reshape(3, 3).T)

@@ -51,22 +51,58 @@ def _fill(self, value, name, checked=False):
     return write_untracked(self, value, name)
 
 
-@op("fill_", doc="Every element set to value, in place.", composite=True, function=False)
-def fill_(self: Tensor, value: Tensor | Number) -> Tensor:
-    return _fill(self, value, "fill_")
+# The methods Tensor.zero_, fill_ and copy_: while no hook is attached (the dispatch point's lanes are
+# open: ``dispatch._plain``), a write into an untracked, writable CPU tensor of a value that needs no
+# conversion NumPy could warn about is made at once and the version counter bumped, as the op would;
+# everything else, and every call a hook may watch (a profiler sees the op), is the op's.
+def _writable_at_once(t):
+    """``t``'s array where the methods below may write it at once, else None."""
+    if dispatch._plain and t.__class__ is Tensor and t._device is CPU and _untracked(t):
+        data = cast("CPUArray", t._data)
+        if data.flags.writeable:  # (a read-only array: the op names the error)
+            return data
+    return None
 
 
 def _zero_method(self: Tensor) -> Tensor:
-    """Tensor.zero_: while no hook is attached (the dispatch point's lanes are open: ``dispatch._plain``),
-    an untracked CPU tensor is zeroed at once and its version counter bumped, as the op would (a zero
-    makes NumPy warn of nothing); everything else, and every call a hook may watch, is the op's."""
-    if dispatch._plain and self.__class__ is Tensor and self._device is CPU and _untracked(self):
-        data = cast("CPUArray", self._data)
-        if data.flags.writeable:  # (a read-only array: the op names the error)
-            data.fill(0)
-            version_counter(self).value += 1
-            return self
-    return zero_(self)
+    data = _writable_at_once(self)
+    if data is None:
+        return zero_(self)
+    data.fill(0)
+    version_counter(self).value += 1
+    return self
+
+
+def _fill_method(self: Tensor, value: Tensor | Number) -> Tensor:
+    data = _writable_at_once(self) if value.__class__ in _NUMBERS else None
+    if data is None:
+        return fill_(self, value)
+    # (a value that does not fit raises, named; one that fits converts without a NumPy warning)
+    data.fill(scalar_into("fill_", value, self.dtype))
+    version_counter(self).value += 1
+    return self
+
+
+_NUMBERS = (int, float, bool)
+
+
+def _copy_method(
+    self: Tensor, src: Tensor | None = None, non_blocking: bool = False, *, other: Tensor | None = None
+) -> Tensor:
+    data = _writable_at_once(self) if other is None and isinstance(src, Tensor) else None
+    if data is None or src is None:
+        return copy_(self, src, non_blocking, other=other)
+    source = src._data
+    if src._device is not CPU or source.dtype != data.dtype or source.shape != data.shape or requires_grad(src):
+        return copy_(self, src, non_blocking)
+    data[...] = source  # (NumPy copies through a buffer where the two overlap)
+    version_counter(self).value += 1
+    return self
+
+
+@op("fill_", doc="Every element set to value, in place.", composite=True, function=False, method=_fill_method)
+def fill_(self: Tensor, value: Tensor | Number) -> Tensor:
+    return _fill(self, value, "fill_")
 
 
 @op("zero_", doc="Every element set to 0, in place.", composite=True, function=False, method=_zero_method)
@@ -76,7 +112,13 @@ def zero_(self: Tensor) -> Tensor:
     return _fill(self, 0, "zero_", checked=True)
 
 
-@op("copy_", doc="src's values (broadcast, converted) written into this tensor.", composite=True, function=False)
+@op(
+    "copy_",
+    doc="src's values (broadcast, converted) written into this tensor.",
+    composite=True,
+    function=False,
+    method=_copy_method,
+)
 def copy_(
     self: Tensor, src: Tensor | None = None, non_blocking: bool = False, *, other: Tensor | None = None
 ) -> Tensor:
