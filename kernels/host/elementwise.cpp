@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -69,9 +70,9 @@ py::array_t<T> host_unary(py::ssize_t index, const py::array_t<T, py::array::c_s
   return out;
 }
 
-// The binary ops whose NumPy formula is several passes (remainder's sign fix, xlogy's mask) or a scalar
-// loop of libm calls slower than the functor's (logaddexp, hypot), for same-shape operands or a
-// scalar second one: the CPU backend's ``binary`` on small arrays.
+// The binary ops whose NumPy formula is several passes (remainder's sign fix, xlogy's mask, the
+// one-parameter activations), for same-shape operands or a scalar second one: the CPU backend's
+// ``binary`` on small arrays.
 template <typename T>
 using BinaryFn = void (*)(const T*, const T*, py::ssize_t, T*, py::ssize_t);
 
@@ -123,6 +124,53 @@ py::array_t<T> host_binary_scalar(py::ssize_t index, const py::array_t<T, py::ar
 }
 
 using Floats = py::array_t<float, py::array::c_style>;
+using Doubles = py::array_t<double, py::array::c_style>;
+
+// equal's loop: whether two row-major arrays of one dtype and size hold equal values, as ``==`` of
+// each pair (a NaN is unequal to everything, -0.0 equals 0.0); None for arrays of another kind.
+template <typename T>
+py::object equal_of(py::handle a, py::handle b) {
+  using Array = py::array_t<T, py::array::c_style>;
+  if (!Array::check_(a) || !Array::check_(b)) return py::none();
+  const auto x = py::reinterpret_borrow<Array>(a), y = py::reinterpret_borrow<Array>(b);
+  if (x.size() != y.size()) throw py::value_error("host_equal: the arrays' sizes differ");
+  const T* p = x.data();
+  const T* q = y.data();
+  for (py::ssize_t i = 0, n = x.size(); i < n; ++i)
+    if (!(p[i] == q[i])) return py::bool_(false);
+  return py::bool_(true);
+}
+
+py::object host_equal(py::handle a, py::handle b) {
+  for (auto equal : {&equal_of<float>, &equal_of<double>, &equal_of<std::int64_t>, &equal_of<bool>}) {
+    py::object result = equal(a, b);
+    if (!result.is_none()) return result;
+  }
+  return py::none();
+}
+
+// host_binary's one entry: pybind11's overloads would try each signature in turn, converting the
+// arguments for each (a float64 array and a float reached the fourth after three failed tries: half a
+// microsecond of a small op's call); the operands' types are told apart here instead.
+template <typename T>
+py::object binary_of(py::ssize_t index, const py::array_t<T, py::array::c_style>& a, py::handle b) {
+  using Array = py::array_t<T, py::array::c_style>;
+  if (PyFloat_Check(b.ptr())) return host_binary_scalar<T>(index, a, PyFloat_AS_DOUBLE(b.ptr()));
+  if (Array::check_(b)) return host_binary<T>(index, a, py::reinterpret_borrow<Array>(b));
+  throw py::type_error("host_binary: b must be a row-major array of a's dtype or a Python float");
+}
+
+py::object host_binary_entry(py::ssize_t index, py::handle a, py::handle b) {
+  if (Floats::check_(a)) return binary_of<float>(index, py::reinterpret_borrow<Floats>(a), b);
+  if (Doubles::check_(a)) return binary_of<double>(index, py::reinterpret_borrow<Doubles>(a), b);
+  throw py::type_error("host_binary: a must be a row-major float32 or float64 array");
+}
+
+py::object host_unary_entry(py::ssize_t index, py::handle x) {
+  if (Floats::check_(x)) return host_unary<float>(index, py::reinterpret_borrow<Floats>(x));
+  if (Doubles::check_(x)) return host_unary<double>(index, py::reinterpret_borrow<Doubles>(x));
+  throw py::type_error("host_unary: x must be a row-major float32 or float64 array");
+}
 
 // An optional float32 array (None: nullptr) of n elements, row-major, for gelu_tanh's kept tanh argument.
 float* kept_inner(const py::object& inner, py::ssize_t n, const char* who) {
@@ -188,21 +236,20 @@ void bind_elementwise(py::module_& m) {
     for (const Row& row : kRows) names.append(row.name);
     return names;
   }, "The unary table's op names in host_unary's order (elementwise_ops.def's).");
-  // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
-  m.def("host_unary", &host_unary<float>, py::arg("index"), py::arg("x").noconvert());
-  m.def("host_unary", &host_unary<double>, py::arg("index"), py::arg("x").noconvert(),
+  // no array conversion: another dtype or a strided array raises TypeError, the caller's to handle
+  m.def("host_unary", &host_unary_entry, py::arg("index"), py::arg("x"),
         "Unary op number ``index`` of host_unary_names() over a contiguous float32/float64 array, with the "
         "CUDA kernels' functor, in the array's dtype (a new array of its shape). Meant for small arrays: "
         "the GIL is held.");
+  m.def("host_equal", &host_equal, py::arg("a"), py::arg("b"),
+        "Whether two row-major arrays of one dtype (float32, float64, int64 or bool) and size hold equal "
+        "values (NaN unequal, -0.0 == 0.0); None for other arrays. Meant for small arrays: the GIL is held.");
   m.def("host_binary_names", [] {
     py::list names;
     for (const BinaryRow& row : kBinaryRows) names.append(row.name);
     return names;
   }, "The binary ops host_binary computes, in its order.");
-  m.def("host_binary", &host_binary<float>, py::arg("index"), py::arg("a").noconvert(), py::arg("b").noconvert());
-  m.def("host_binary", &host_binary<double>, py::arg("index"), py::arg("a").noconvert(), py::arg("b").noconvert());
-  m.def("host_binary", &host_binary_scalar<float>, py::arg("index"), py::arg("a").noconvert(), py::arg("b"));
-  m.def("host_binary", &host_binary_scalar<double>, py::arg("index"), py::arg("a").noconvert(), py::arg("b"),
+  m.def("host_binary", &host_binary_entry, py::arg("index"), py::arg("a"), py::arg("b"),
         "Binary op number ``index`` of host_binary_names() of two contiguous float32/float64 arrays of one shape "
         "and dtype, or of such an array and a Python float (taken in its dtype), with the CUDA kernels' "
         "functor (a new array). Meant for small arrays: the GIL is held.");
