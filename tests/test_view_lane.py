@@ -223,13 +223,9 @@ def test_declined_calls_take_the_general_path(shape, call):
 
 
 def _called_codes(fn):
+    """The code objects of the Python functions ``fn()`` calls."""
     codes = set()
-
-    def profile(frame, event, arg):
-        if event == "call":
-            codes.add(frame.f_code)
-
-    sys.setprofile(profile)
+    sys.setprofile(lambda frame, event, arg: codes.add(frame.f_code) if event == "call" else None)
     try:
         fn()
     finally:
