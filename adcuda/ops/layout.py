@@ -804,8 +804,8 @@ def _slices(input, d, bounds):
     pieces = []
     start = bounds[0]
     for stop in bounds[1:]:  # (a plain loop: a generator and max() per piece cost half a slice_key)
-        # (keys that end in an Ellipsis already, as unbind's: the CPU primitive adds one otherwise)
-        pieces.append(slice_key(input, lead + (slice(start, stop if stop > start else start), Ellipsis)))
+        # (no trailing Ellipsis: compiled programs match the pieces' gradient writes by these keys)
+        pieces.append(slice_key(input, lead + (slice(start, stop if stop > start else start),)))
         start = stop
     return tuple(pieces)
 
