@@ -45,6 +45,11 @@ The declaration says everything the rest of adcuda needs:
   ``plain="index"``: a float32/float64 tensor as the one first argument, every other argument at its
   default, for which the CPU index family's kernel of the op's name (``plain_index``) computes what
   the forward does (trace, tril, triu).
+- **view**: ``view=True`` says the output is a view of the first argument (it shares its memory and
+  version counter, and the dispatch point can rebuild it from its base). A view op may declare
+  instead, as ``view=``, the function that makes its output's array from a CPU input's NumPy array and
+  the op's other arguments, giving None where it is not sure to give what the forward would: the
+  dispatch point's view lane then calls it directly while no hook is attached (dispatch.py).
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
