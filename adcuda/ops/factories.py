@@ -7,6 +7,7 @@ backend with that device current."""
 from __future__ import annotations
 
 import collections.abc
+import importlib
 import math
 import numbers
 from typing import TYPE_CHECKING
@@ -55,6 +56,116 @@ def shape_arg(name, size):
 
 
 _SHAPE_SEQUENCES = (tuple, list, Size)
+
+
+# the tensor module (``adcuda.tensor`` is the factory function once the package is imported): its
+# primitive observer, read per call
+_tensor_module = importlib.import_module("..tensor", __package__)
+# adcuda dtype -> the NumPy dtype a host array of it has (CUDA-only dtypes have none)
+_HOST_DTYPES = {d: np.dtype(d.numpy) for d in dt.ALL if d.numpy is not None}
+
+
+def host_dtype(dtype, device, requires_grad):
+    """The NumPy dtype of a factory's result where it is a host array wrapped with nothing else to do
+    (``dtype`` an adcuda dtype or None for the default float, ``device`` None or the CPU device object,
+    nothing requiring grad, no observer of primitive calls: the profiler and graph capture see
+    ``new_tensor``'s primitives); else None, for ``new_tensor``'s general path (which also converts
+    and checks every other form of ``dtype`` and ``device``)."""
+    if requires_grad or _tensor_module._primitive_observer is not None or (device is not None and device is not CPU):
+        return None
+    if dtype is None:
+        dtype = dt.default_float
+    elif dtype.__class__ is not dt.dtype:
+        return None
+    return _HOST_DTYPES.get(dtype)
+
+
+def host_tensor(shape, value, dtype, device, requires_grad):
+    """A CPU tensor of ``shape`` holding ``value`` (None: not set) as the CPU backend's ``full`` and
+    ``empty`` make it, where ``host_dtype`` finds nothing else to do; else None (and where NumPy
+    cannot allocate it), for ``new_tensor``'s general path, which names the op in its errors. One
+    frame for the factories' common case: each helper frame cost a tenth of a small factory's call."""
+    if requires_grad or _tensor_module._primitive_observer is not None or (device is not None and device is not CPU):
+        return None
+    if dtype is None:
+        dtype = dt.default_float
+    elif dtype.__class__ is not dt.dtype:
+        return None
+    d = _HOST_DTYPES.get(dtype)
+    if d is None:
+        return None
+    try:
+        if value is None:
+            data = np.empty(shape, d)
+        elif value.__class__ is int and value == 0:  # calloc'd memory, as the backend's full makes zeros
+            data = np.zeros(shape, d)
+        else:
+            data = np.empty(shape, d)
+            data.fill(value)
+    except (MemoryError, ValueError):
+        return None
+    return _wrapped(data)
+
+
+_new = object.__new__
+
+
+def _wrapped(data):
+    """A CPU tensor over host array ``data`` (Tensor._make, inlined)."""
+    t = _new(Tensor)
+    t._data = data
+    t._device = CPU
+    return t
+
+
+def plain_shape(size):
+    """``size`` (a factory's ``*size``: ints, or one tuple, list or Size of them) as a tuple of plain
+    non-negative ints, or None for any other form (``shape_arg`` converts or refuses it, named)."""
+    if len(size) == 1 and size[0].__class__ in _SHAPE_SEQUENCES:
+        size = tuple(size[0])
+    for s in size:
+        if s.__class__ is not int or s < 0:
+            return None
+    return size
+
+
+# The factories' direct lanes (registry.py's ``direct=``): their common case, a CPU tensor made by
+# ``host_tensor``, in one frame called by position; None (any other form) takes the forward.
+def _filled_direct(value):
+    def direct(size, dtype=None, device=None, requires_grad=False, pin_memory=False):
+        shape = plain_shape(size)
+        if shape is None or pin_memory:
+            return None
+        return host_tensor(shape, value, dtype, device, requires_grad)
+
+    return direct
+
+
+def _new_filled_direct(value):
+    def direct(self, size, dtype=None, device=None, requires_grad=False):
+        shape = plain_shape(size)
+        if shape is None:
+            return None
+        return host_tensor(shape, value, dtype or self.dtype, device or self._device, requires_grad)
+
+    return direct
+
+
+def _like_direct(input, value, dtype, device, requires_grad):
+    data = input._data
+    if data.__class__ is not np.ndarray or not data.flags.c_contiguous:  # (laid out as input: the forward)
+        return None
+    return host_tensor(data.shape, value, dtype or input.dtype, device, requires_grad)
+
+
+def _full_direct(shape, fill_value, dtype, device, requires_grad):
+    if shape is None or (fill_value.__class__ is not float and fill_value.__class__ is not int):
+        return None
+    if dtype is None:
+        dtype = dt.default_float if fill_value.__class__ is float else dt.int64
+    elif dtype.__class__ is not dt.dtype:
+        return None
+    return host_tensor(shape, scalar_into("full", fill_value, dtype), dtype, device, requires_grad)
 
 
 def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
@@ -221,12 +332,23 @@ def tensor(
     return out
 
 
-@op("from_numpy", doc="A CPU tensor sharing the NumPy array's memory (no copy).", method=False)
+# the NumPy dtypes a tensor shares an array of (from_numpy)
+_SHAREABLE = frozenset(map(np.dtype, (np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64)))
+
+
+@op(
+    "from_numpy",
+    doc="A CPU tensor sharing the NumPy array's memory (no copy).",
+    method=False,
+    direct=lambda array: _wrapped(array)
+    if array.__class__ is np.ndarray and array.dtype in _SHAREABLE and _tensor_module._primitive_observer is None
+    else None,
+)
 def from_numpy(array: ndarray) -> Tensor:
     if not isinstance(array, np.ndarray):
         raise DTypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
     dt.from_numpy_dtype(array.dtype, "from_numpy")
-    if array.dtype not in (np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64):
+    if array.dtype not in _SHAREABLE:
         raise DTypeError(
             f"from_numpy: NumPy dtype {array.dtype} cannot be shared without a copy; use adcuda.tensor(array) instead"
         )
@@ -273,7 +395,7 @@ def from_dlpack(ext_tensor: Any, *, device: Device | str | None = None, copy: bo
 
 # ------------------------------------------------------------------------------------------------
 # filled
-@op("zeros", doc="A tensor of zeros.", method=False)
+@op("zeros", doc="A tensor of zeros.", method=False, direct=_filled_direct(0))
 def zeros(
     *size: int | Sequence[int],
     dtype: DType | None = None,
@@ -285,10 +407,13 @@ def zeros(
 
 def _constant(name, shape, value, dtype, device, requires_grad):
     """zeros' and ones' body: ``value`` (0 or 1, which every dtype holds) in ``shape``, a tuple of ints."""
+    made = host_tensor(shape, value, dtype, device, requires_grad)
+    if made is not None:
+        return made
     return new_tensor(name, lambda bk, d: bk.full(shape, value, d), shape, dtype, device, requires_grad)
 
 
-@op("ones", doc="A tensor of ones.", method=False)
+@op("ones", doc="A tensor of ones.", method=False, direct=_filled_direct(1))
 def ones(
     *size: int | Sequence[int],
     dtype: DType | None = None,
@@ -298,7 +423,7 @@ def ones(
     return _constant("ones", shape_arg("ones", size), 1, dtype, device, requires_grad)
 
 
-@op("empty", doc="A tensor whose values are not set.", method=False)
+@op("empty", doc="A tensor whose values are not set.", method=False, direct=_filled_direct(None))
 def empty(
     *size: int | Sequence[int],
     dtype: DType | None = None,
@@ -316,10 +441,20 @@ def empty(
 
 
 def _empty(name, shape, dtype, device, requires_grad):
+    made = host_tensor(shape, None, dtype, device, requires_grad)
+    if made is not None:
+        return made
     return new_tensor(name, lambda bk, d: bk.empty(shape, d), shape, dtype, device, requires_grad)
 
 
-@op("scalar_tensor", doc="A 0-d tensor holding s (float32 by default, whatever the kind of s).", method=False)
+@op(
+    "scalar_tensor",
+    doc="A 0-d tensor holding s (float32 by default, whatever the kind of s).",
+    method=False,
+    direct=lambda s, dtype=None, device=None, requires_grad=False: _full_direct(
+        (), s, dtype or dt.default_float, device, requires_grad
+    ),
+)
 def scalar_tensor(
     s: Number, *, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
@@ -331,10 +466,20 @@ def _full(name, shape, fill_value, dtype, device, requires_grad):
     if dtype is None:
         dtype = dt.default_for_category(dt.scalar_category(fill_value))
     fill_value = scalar_into(name, fill_value, dt.as_dtype(dtype, name))
+    made = host_tensor(shape, fill_value, dtype, device, requires_grad)
+    if made is not None:
+        return made
     return new_tensor(name, lambda bk, d: bk.full(shape, fill_value, d), shape, dtype, device, requires_grad)
 
 
-@op("full", doc="A tensor filled with fill_value (its dtype by default).", method=False)
+@op(
+    "full",
+    doc="A tensor filled with fill_value (its dtype by default).",
+    method=False,
+    direct=lambda size, fill_value, dtype=None, device=None, requires_grad=False: _full_direct(
+        plain_shape((size,)), fill_value, dtype, device, requires_grad
+    ),
+)
 def full(
     size: Sequence[int],
     fill_value: Number,
@@ -350,10 +495,25 @@ def _size_arg(name, size):
     return shape_arg(name, (size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
 
 
-def _like(name, input, make, dtype, device, requires_grad):
-    """The ``*_like`` factories: ``make(backend, shape, dtype)`` in input's shape, laid out as input
-    is (PyTorch's preserve_format) where it stays on input's device."""
-    shape = tuple(input._data.shape)
+def _like(name, input, value, dtype, device, requires_grad):
+    """The ``*_like`` factories: ``value`` (a number, or None: not set) in input's shape, laid out as
+    input is (PyTorch's preserve_format) where it stays on input's device."""
+    data = input._data
+    shape = data.shape
+    if data.__class__ is np.ndarray and data.flags.c_contiguous:  # a row-major CPU tensor: laid out as made
+        made = host_tensor(shape, value, dtype or input.dtype, device, requires_grad)
+        if made is not None:
+            return made
+    if value is None:
+
+        def make(bk, s, d):
+            return bk.empty(s, d)
+
+    else:
+
+        def make(bk, s, d):
+            return bk.full(s, value, d)
+
     order = preserved_order(input) if device is None or as_device(device, name) == input._device else None
     return new_tensor(
         name,
@@ -365,28 +525,58 @@ def _like(name, input, make, dtype, device, requires_grad):
     )
 
 
-@op("zeros_like", doc="zeros of input's shape, dtype and device.", method=False)
+@op(
+    "zeros_like",
+    doc="zeros of input's shape, dtype and device.",
+    method=False,
+    direct=lambda input, dtype=None, device=None, requires_grad=False: _like_direct(
+        input, 0, dtype, device, requires_grad
+    ),
+)
 def zeros_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
-    return _like("zeros_like", input, lambda bk, s, d: bk.full(s, 0, d), dtype, device, requires_grad)
+    return _like("zeros_like", input, 0, dtype, device, requires_grad)
 
 
-@op("ones_like", doc="ones of input's shape, dtype and device.", method=False)
+@op(
+    "ones_like",
+    doc="ones of input's shape, dtype and device.",
+    method=False,
+    direct=lambda input, dtype=None, device=None, requires_grad=False: _like_direct(
+        input, 1, dtype, device, requires_grad
+    ),
+)
 def ones_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
-    return _like("ones_like", input, lambda bk, s, d: bk.full(s, 1, d), dtype, device, requires_grad)
+    return _like("ones_like", input, 1, dtype, device, requires_grad)
 
 
-@op("empty_like", doc="empty of input's shape, dtype and device.", method=False)
+@op(
+    "empty_like",
+    doc="empty of input's shape, dtype and device.",
+    method=False,
+    direct=lambda input, dtype=None, device=None, requires_grad=False: _like_direct(
+        input, None, dtype, device, requires_grad
+    ),
+)
 def empty_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
-    return _like("empty_like", input, lambda bk, s, d: bk.empty(s, d), dtype, device, requires_grad)
+    return _like("empty_like", input, None, dtype, device, requires_grad)
 
 
-@op("full_like", doc="full of input's shape, dtype and device.", method=False)
+@op(
+    "full_like",
+    doc="full of input's shape, dtype and device.",
+    method=False,
+    direct=lambda input, fill_value, dtype=None, device=None, requires_grad=False: _like_direct(
+        input, fill_value, dtype, device, requires_grad
+    )
+    if fill_value.__class__ is float or fill_value.__class__ is int
+    else None,
+)
 def full_like(
     input: Tensor,
     fill_value: Number,
@@ -394,12 +584,33 @@ def full_like(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return _like("full_like", input, lambda bk, s, d: bk.full(s, fill_value, d), dtype, device, requires_grad)
+    return _like("full_like", input, fill_value, dtype, device, requires_grad)
 
 
 # ------------------------------------------------------------------------------------------------
 # ranges
-@op("arange", doc="start, start + step, ... below end (int64 for ints, float32 if any bound is a float).", method=False)
+def _arange_direct(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if start.__class__ is not int or end.__class__ is not int or step.__class__ is not int or step == 0:
+        return None
+    # (the forward's count, ceil((end - start) / step), is exact below 2**53)
+    if (end - start) * step < 0 or not -_EXACT < start < _EXACT or not -_EXACT < end < _EXACT:
+        return None
+    if host_dtype(dt.int64 if dtype is None else dtype, device, requires_grad) is not _INT64:
+        return None
+    return _wrapped(np.arange(start, end, step, dtype=_INT64))
+
+
+_INT64, _EXACT = np.dtype(np.int64), 2**52
+
+
+@op(
+    "arange",
+    doc="start, start + step, ... below end (int64 for ints, float32 if any bound is a float).",
+    method=False,
+    direct=_arange_direct,
+)
 def arange(
     start: Number,
     end: Number | None = None,
@@ -434,6 +645,9 @@ def arange(
 def _from_host(name, values, dtype, device, requires_grad):
     """A new tensor of host array ``values`` (made for it, so shared as it is on the CPU) in ``dtype``:
     tensor()'s work without its parsing of user data."""
+    d = host_dtype(dtype, device, requires_grad)
+    if d is not None:  # (the CPU backend's from_numpy: the array itself, or a copy in d)
+        return wrap(values if values.dtype is d else values.astype(d), CPU)
     return new_tensor(name, lambda bk, d: bk.from_numpy(values, d), values.shape, dtype, device, requires_grad)
 
 
@@ -469,7 +683,17 @@ def _evenly_spaced(start, end, steps):
     return values
 
 
-@op("eye", doc="The n x m identity matrix.", method=False)
+def _eye_direct(n, m=None, dtype=None, device=None, requires_grad=False):
+    m = n if m is None else m
+    if n.__class__ is not int or m.__class__ is not int or n < 0 or m < 0:
+        return None
+    out = host_tensor((n, m), 0, dtype, device, requires_grad)
+    if out is not None and n and m:
+        out._data.reshape(-1)[: min(n, m) * m : m + 1] = 1  # the diagonal, np.eye's ones
+    return out
+
+
+@op("eye", doc="The n x m identity matrix.", method=False, direct=_eye_direct)
 def eye(
     n: int,
     m: int | None = None,
@@ -485,7 +709,12 @@ def eye(
 
 # ------------------------------------------------------------------------------------------------
 # new_*: tensors with this tensor's dtype and device unless told otherwise
-@op("new_zeros", doc="zeros of size, with self's dtype and device by default.", function=False)
+@op(
+    "new_zeros",
+    doc="zeros of size, with self's dtype and device by default.",
+    function=False,
+    direct=_new_filled_direct(0),
+)
 def new_zeros(
     self: Tensor,
     *size: int | Sequence[int],
@@ -497,7 +726,12 @@ def new_zeros(
     return _constant("new_zeros", shape, 0, dtype or self.dtype, device or self._device, requires_grad)
 
 
-@op("new_ones", doc="ones of size, with self's dtype and device by default.", function=False)
+@op(
+    "new_ones",
+    doc="ones of size, with self's dtype and device by default.",
+    function=False,
+    direct=_new_filled_direct(1),
+)
 def new_ones(
     self: Tensor,
     *size: int | Sequence[int],
@@ -509,7 +743,12 @@ def new_ones(
     return _constant("new_ones", shape, 1, dtype or self.dtype, device or self._device, requires_grad)
 
 
-@op("new_empty", doc="An unset tensor of size, with self's dtype and device by default.", function=False)
+@op(
+    "new_empty",
+    doc="An unset tensor of size, with self's dtype and device by default.",
+    function=False,
+    direct=_new_filled_direct(None),
+)
 def new_empty(
     self: Tensor,
     *size: int | Sequence[int],
@@ -521,7 +760,14 @@ def new_empty(
     return _empty("new_empty", shape, dtype or self.dtype, device or self._device, requires_grad)
 
 
-@op("new_full", doc="A tensor of size filled with fill_value, with self's dtype and device by default.", function=False)
+@op(
+    "new_full",
+    doc="A tensor of size filled with fill_value, with self's dtype and device by default.",
+    function=False,
+    direct=lambda self, size, fill_value, dtype=None, device=None, requires_grad=False: _full_direct(
+        plain_shape((size,)), fill_value, dtype or self.dtype, device or self._device, requires_grad
+    ),
+)
 def new_full(
     self: Tensor,
     size: Sequence[int],
@@ -578,7 +824,19 @@ def _all_ints(args):
     return True
 
 
-@op("new", doc="PyTorch's legacy self.new(sizes or data): a tensor of self's dtype and device.", function=False)
+def _legacy_new_direct(self, args, device=None):
+    for a in args:  # sizes (one tuple or list is data: the forward's)
+        if a.__class__ is not int or a < 0:
+            return None
+    return host_tensor(args if args else (0,), None, self.dtype, device or self._device, False)
+
+
+@op(
+    "new",
+    doc="PyTorch's legacy self.new(sizes or data): a tensor of self's dtype and device.",
+    function=False,
+    direct=_legacy_new_direct,
+)
 def legacy_new(self: Tensor, *args: Any, device: Device | str | None = None) -> Tensor:
     return legacy_construct("new", self.dtype, args, device or self._device)
 

@@ -22,7 +22,7 @@ from ..tensor import primitives, primitives_on, version_counter
 from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
 from .conversion import to_device_and_dtype
 from .elementwise import binary, unary
-from .factories import new_tensor, shape_arg
+from .factories import host_dtype, new_tensor, shape_arg
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
 
@@ -35,12 +35,22 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
     n = 1
     for s in shape:
         n *= s
+    d = host_dtype(dtype, device, requires_grad)
+    if d is not None and n < _HOST_DRAW_MAX:  # a host array, wrapped: new_tensor's work, without its checks
+        seed, offset = gen.next_offset(n)
+        return wrap(_CPU_DRAWS[prim](*args, shape, dtype or dt.default_float, seed, offset), CPU)
 
     def draw(bk, d):
         seed, offset = gen.next_offset(n)
         return getattr(bk, prim)(*args, shape, d, seed, offset)
 
     return new_tensor(name, draw, shape, dtype, device, requires_grad)
+
+
+# the CPU backend's draws by name, and the fewest elements new_tensor checks the size of (under it, no
+# size can be refused)
+_CPU_DRAWS = {"rand": _cpu_random.rand, "randn": _cpu_random.randn, "randint": _cpu_random.randint}
+_HOST_DRAW_MAX = 1 << 40
 
 
 def _sample(prim, shape, dtype, device, generator, *args):
