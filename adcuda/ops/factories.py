@@ -104,13 +104,18 @@ def host_tensor(shape, value, dtype, device, requires_grad):
             data.fill(value)
     except (MemoryError, ValueError):
         return None
-    return _wrapped(data)
+    return wrapped(data)
 
 
 _new = object.__new__
 
 
-def _wrapped(data):
+def primitive_observer():
+    """The observer of primitive calls now (the profiler's, graph capture's), or None."""
+    return _tensor_module._primitive_observer
+
+
+def wrapped(data):
     """A CPU tensor over host array ``data`` (Tensor._make, inlined)."""
     t = _new(Tensor)
     t._data = data
@@ -340,7 +345,7 @@ _SHAREABLE = frozenset(map(np.dtype, (np.bool_, np.int32, np.int64, np.float16, 
     "from_numpy",
     doc="A CPU tensor sharing the NumPy array's memory (no copy).",
     method=False,
-    direct=lambda array: _wrapped(array)
+    direct=lambda array: wrapped(array)
     if array.__class__ is np.ndarray and array.dtype in _SHAREABLE and _tensor_module._primitive_observer is None
     else None,
 )
@@ -599,7 +604,7 @@ def _arange_direct(start, end=None, step=1, dtype=None, device=None, requires_gr
         return None
     if host_dtype(dt.int64 if dtype is None else dtype, device, requires_grad) is not _INT64:
         return None
-    return _wrapped(np.arange(start, end, step, dtype=_INT64))
+    return wrapped(np.arange(start, end, step, dtype=_INT64))
 
 
 _INT64, _EXACT = np.dtype(np.int64), 2**52

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 import warnings
+
+import numpy as np  # the direct lanes' host arrays (their flags and dtypes)
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
@@ -22,7 +24,7 @@ from ..tensor import primitives, primitives_on, version_counter
 from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
 from .conversion import to_device_and_dtype
 from .elementwise import binary, unary
-from .factories import host_dtype, new_tensor, shape_arg
+from .factories import host_dtype, new_tensor, plain_shape, primitive_observer, shape_arg, wrapped
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
 
@@ -35,10 +37,6 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
     n = 1
     for s in shape:
         n *= s
-    d = host_dtype(dtype, device, requires_grad)
-    if d is not None and n < _HOST_DRAW_MAX:  # a host array, wrapped: new_tensor's work, without its checks
-        seed, offset = gen.next_offset(n)
-        return wrap(_CPU_DRAWS[prim](*args, shape, dtype or dt.default_float, seed, offset), CPU)
 
     def draw(bk, d):
         seed, offset = gen.next_offset(n)
@@ -51,6 +49,110 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
 # size can be refused)
 _CPU_DRAWS = {"rand": _cpu_random.rand, "randn": _cpu_random.randn, "randint": _cpu_random.randint}
 _HOST_DRAW_MAX = 1 << 40
+
+
+# The direct lanes (registry.py's ``direct=``) of the draws: their CPU case in one frame, the host
+# module's draw wrapped (or its fill written into the tensor); None, before anything is drawn, for any
+# other call, which takes the forward.
+def _host_draw(prim, shape, dtype, device, requires_grad, generator, *args):
+    """A CPU tensor of ``prim``'s draw of ``shape`` (a tuple of ints, or None: not one), or None."""
+    if shape is None or host_dtype(dtype, device, requires_grad) is None:
+        return None
+    n = 1
+    for s in shape:
+        n *= s
+    if n >= _HOST_DRAW_MAX:
+        return None
+    seed, offset = (generator or default_generator).next_offset(n)
+    return wrapped(_CPU_DRAWS[prim](*args, shape, dtype or dt.default_float, seed, offset))
+
+
+def _floating_direct(prim):
+    def direct(size, generator=None, dtype=None, device=None, requires_grad=False):
+        if dtype is not None and dtype is not dt.float32 and dtype is not dt.float64:
+            return None
+        return _host_draw(prim, plain_shape(size), dtype, device, requires_grad, generator)
+
+    return direct
+
+
+def _floating_like_direct(prim):
+    def direct(input, dtype=None, device=None, requires_grad=False, generator=None):
+        d = dtype or input.dtype
+        if d is not dt.float32 and d is not dt.float64 or input._data.__class__ is not np.ndarray:
+            return None
+        return _host_draw(prim, input._data.shape, d, device, requires_grad, generator)
+
+    return direct
+
+
+def _randint_direct(low=0, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    if size.__class__ is not tuple and size.__class__ is not list or high.__class__ is not int:
+        return None  # (randint(high, size) and every other form: the forward's)
+    if low.__class__ is not int or not low < high:
+        return None
+    return _host_draw("randint", plain_shape((size,)), dtype or dt.int64, device, requires_grad, generator, low, high)
+
+
+def _randint_like_direct(
+    input, low=0, high=None, generator=None, dtype=None, device=None, requires_grad=False
+):
+    if high is None:
+        low, high = 0, low
+    if low.__class__ is not int or high.__class__ is not int or not low < high:
+        return None
+    if input._data.__class__ is not np.ndarray:
+        return None
+    d = dtype or input.dtype
+    return _host_draw("randint", input._data.shape, d, device, requires_grad, generator, low, high)
+
+
+def _filled_in_place(self, kind, scale, shift, generator):
+    """``self`` (a float32/float64 CPU tensor, contiguous, writeable, with no history nor grad to ask
+    for, nothing observing primitive calls) overwritten by the host module's fill, as
+    ``_drawn_in_place`` writes it; else None."""
+    data = self._data
+    if (
+        _HOST_FILL is None
+        or data.__class__ is not np.ndarray
+        or data.dtype is not _F32
+        and data.dtype is not _F64
+        or self._requires_grad
+        or self._grad_fn is not None
+        or self._base is not None
+        or primitive_observer() is not None
+    ):
+        return None
+    flags = data.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return None
+    seed, offset = (generator or default_generator).next_offset(data.size)
+    _HOST_FILL(data, kind, scale, shift, seed, offset)
+    version_counter(self).value += 1
+    return self
+
+
+_HOST_FILL = _cpu_random.HOST_FILL
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_NUMBERS = (float, int)
+
+
+def _normal_direct(self, mean=0.0, std=1.0, generator=None):
+    if mean.__class__ not in _NUMBERS or std.__class__ not in _NUMBERS or std < 0:
+        return None
+    return _filled_in_place(self, _cpu_random.HOST_NORMAL, std, mean, generator)
+
+
+def _uniform_direct(self, from_=0.0, to=1.0, generator=None, kwargs=None):
+    if kwargs or from_.__class__ not in _NUMBERS or to.__class__ not in _NUMBERS or from_ > to:
+        return None
+    return _filled_in_place(self, _cpu_random.HOST_UNIFORM, to - from_, from_, generator)
+
+
+def _bernoulli_direct(self, p=0.5, generator=None):
+    if p.__class__ not in _NUMBERS or not 0 <= p <= 1:
+        return None
+    return _filled_in_place(self, _cpu_random.HOST_BELOW, p, 0.0, generator)
 
 
 def _sample(prim, shape, dtype, device, generator, *args):
@@ -81,7 +183,7 @@ def _draw_floating(name, prim, shape, dtype, device, requires_grad, generator):
     return _draw(name, prim, shape, dtype, device, requires_grad, generator)
 
 
-@op("rand", doc="Uniform samples from [0, 1).", method=False)
+@op("rand", doc="Uniform samples from [0, 1).", method=False, direct=_floating_direct("rand"))
 def rand(
     *size: int | Sequence[int],
     generator: Generator | None = None,
@@ -92,7 +194,7 @@ def rand(
     return _draw_floating("rand", "rand", shape_arg("rand", size), dtype, device, requires_grad, generator)
 
 
-@op("randn", doc="Standard normal samples.", method=False)
+@op("randn", doc="Standard normal samples.", method=False, direct=_floating_direct("randn"))
 def randn(
     *size: int | Sequence[int],
     generator: Generator | None = None,
@@ -103,7 +205,7 @@ def randn(
     return _draw_floating("randn", "randn", shape_arg("randn", size), dtype, device, requires_grad, generator)
 
 
-@op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)
+@op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False, direct=_randint_direct)
 def randint(
     low: int = 0,
     high: int | None = None,
@@ -129,7 +231,9 @@ def _randint(name, low, high, shape, dtype, device, requires_grad, generator):
     return _draw(name, "randint", shape, dtype, device, requires_grad, generator, low, high)
 
 
-@op("rand_like", doc="rand of input's shape, dtype and device.", method=False)
+@op(
+    "rand_like", doc="rand of input's shape, dtype and device.", method=False, direct=_floating_like_direct("rand")
+)
 def rand_like(
     input: Tensor,
     dtype: DType | None = None,
@@ -144,7 +248,12 @@ def rand_like(
     )
 
 
-@op("randn_like", doc="randn of input's shape, dtype and device.", method=False)
+@op(
+    "randn_like",
+    doc="randn of input's shape, dtype and device.",
+    method=False,
+    direct=_floating_like_direct("randn"),
+)
 def randn_like(
     input: Tensor,
     dtype: DType | None = None,
@@ -404,7 +513,13 @@ def _affine(value, scale, shift):
     return value if data is value._data else wrap(data, value._device)
 
 
-@op("uniform_", doc="Every element replaced by a draw from U(from, to), in place.", composite=True, function=False)
+@op(
+    "uniform_",
+    doc="Every element replaced by a draw from U(from, to), in place.",
+    composite=True,
+    function=False,
+    direct=_uniform_direct,
+)
 def uniform_(
     self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Generator | None = None, **kwargs: Any
 ) -> Tensor:
@@ -424,7 +539,13 @@ def uniform_(
     )
 
 
-@op("normal_", doc="Every element replaced by a draw from N(mean, std**2), in place.", composite=True, function=False)
+@op(
+    "normal_",
+    doc="Every element replaced by a draw from N(mean, std**2), in place.",
+    composite=True,
+    function=False,
+    direct=_normal_direct,
+)
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Generator | None = None) -> Tensor:
     if std < 0:
         raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
@@ -603,6 +724,7 @@ def _check_probability(name, p):
     doc="Every element replaced by 1 with probability p (a number or tensor), else 0, in place.",
     composite=True,
     function=False,
+    direct=_bernoulli_direct,
 )
 def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | None = None) -> Tensor:
     _check_probability("bernoulli_", p)
@@ -636,7 +758,12 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | Non
     return _fill_with(self, draw, "exponential_")
 
 
-@op("randint_like", doc="randint of input's shape, dtype and device: randint_like(input, [low,] high).", method=False)
+@op(
+    "randint_like",
+    doc="randint of input's shape, dtype and device: randint_like(input, [low,] high).",
+    method=False,
+    direct=_randint_like_direct,
+)
 def randint_like(
     input: Tensor,
     low: int = 0,
