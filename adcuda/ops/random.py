@@ -21,6 +21,10 @@ from ..device import CPU
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
 from ..tensor import primitives, primitives_on, version_counter
+from ..backends.float_errors import QUIET as _QUIET
+from ..backends.float_errors import current as _errstate
+from ..backends.float_errors import quiet as _quiet
+from ..backends.float_errors import restore as _restore
 from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
 from .conversion import to_device_and_dtype
 from .elementwise import binary, unary
@@ -107,15 +111,16 @@ def _randint_like_direct(
     return _host_draw("randint", input._data.shape, d, device, requires_grad, generator, low, high)
 
 
-def _filled_in_place(self, kind, scale, shift, generator):
-    """``self`` (a float32/float64 CPU tensor, contiguous, writeable, with no history nor grad to ask
-    for, nothing observing primitive calls) overwritten by the host module's fill, as
-    ``_drawn_in_place`` writes it; else None."""
+def _target(self, floating=True):
+    """The host array of ``self`` where an in-place draw may write it directly: a CPU tensor (float32 or
+    float64 where ``floating``), contiguous, writeable, with no history nor grad to ask for (so nothing
+    to check nor record: the forward's ``check_inplace_allowed`` and ``_overwrite``), while nothing
+    observes primitive calls; else None."""
     data = self._data
     if (
-        _HOST_FILL is None
-        or data.__class__ is not np.ndarray
-        or data.dtype is not _F32
+        data.__class__ is not np.ndarray
+        or floating
+        and data.dtype is not _F32
         and data.dtype is not _F64
         or self._requires_grad
         or self._grad_fn is not None
@@ -124,12 +129,103 @@ def _filled_in_place(self, kind, scale, shift, generator):
     ):
         return None
     flags = data.flags
-    if not (flags.c_contiguous and flags.writeable):
+    return data if flags.c_contiguous and flags.writeable else None
+
+
+def _written(self):
+    """``self`` after a direct lane wrote its memory: its version bumped, as ``write_untracked`` does."""
+    version_counter(self).value += 1
+    return self
+
+
+def _filled_in_place(self, kind, scale, shift, generator):
+    """``self`` overwritten by the host module's fill, as ``_drawn_in_place`` writes it, where
+    ``_target`` finds it may be; else None."""
+    data = _target(self) if _HOST_FILL is not None else None
+    if data is None:
         return None
     seed, offset = (generator or default_generator).next_offset(data.size)
     _HOST_FILL(data, kind, scale, shift, seed, offset)
-    version_counter(self).value += 1
-    return self
+    return _written(self)
+
+
+def _host_filled(out, kind, scale, shift, generator):
+    """``out`` (a float32/float64 host array) filled by the host module with kind's draws of its size
+    times ``scale`` plus ``shift``: rand's or randn's draw, as the forwards take it (the generator's next
+    offset), and the primitives' arithmetic on it, rounded as theirs (a scale of 1, a shift of 0
+    skipped)."""
+    seed, offset = (generator or default_generator).next_offset(out.size)
+    _HOST_FILL(out, kind, scale, shift, seed, offset)
+    return out
+
+
+# The other in-place draws' direct lanes: the host module's draw (negated, shifted or scaled as the
+# forward's first steps are: exact or rounded alike) and the rest of the forward's arithmetic with the
+# same NumPy loops the primitives run, written into self's memory.
+def _exponential_direct(self, lambd=1.0, generator=None):
+    data = _target(self) if _HOST_FILL is not None and lambd.__class__ in _NUMBERS and lambd > 0 else None
+    if data is None:
+        return None
+    _host_filled(data, _cpu_random.HOST_UNIFORM, -1.0, 0.0, generator)  # -u: u * -1.0, exact
+    np.log1p(data, out=data)
+    np.divide(data, data.dtype.type(-lambd), out=data)
+    return _written(self)
+
+
+def _geometric_direct(self, p, generator=None):
+    data = _target(self) if _HOST_FILL is not None and p.__class__ in _NUMBERS and 0 < p < 1 else None
+    if data is None:
+        return None
+    # (in float64 on the CPU, whatever self's dtype)
+    u = _host_filled(np.empty(data.shape, _F64), _cpu_random.HOST_UNIFORM, -1.0, 0.0, generator)
+    np.log1p(u, out=u)
+    np.divide(u, math.log1p(-p), out=u)
+    np.ceil(u, out=u)
+    np.maximum(u, 1.0, out=data)
+    return _written(self)
+
+
+def _cauchy_direct(self, median=0.0, sigma=1.0, generator=None):
+    numbers = median.__class__ in _NUMBERS and sigma.__class__ in _NUMBERS
+    data = _target(self) if _HOST_FILL is not None and numbers and sigma > 0 else None
+    if data is None:
+        return None
+    u = _host_filled(np.empty_like(data), _cpu_random.HOST_UNIFORM, 1.0, -0.5, generator)  # u - 0.5
+    np.multiply(u, u.dtype.type(math.pi), out=u)
+    ratio = np.sin(u)
+    np.cos(u, out=u)
+    np.divide(ratio, u, out=data if sigma == 1 and median == 0 else ratio)
+    if sigma != 1:
+        np.multiply(ratio, ratio.dtype.type(sigma), out=ratio if median != 0 else data)
+    if median != 0:
+        np.add(ratio, ratio.dtype.type(median), out=data)
+    return _written(self)
+
+
+def _log_normal_direct(self, mean=1.0, std=2.0, generator=None):
+    numbers = mean.__class__ in _NUMBERS and std.__class__ in _NUMBERS
+    data = _target(self) if _HOST_FILL is not None and numbers and std > 0 else None
+    if data is None:
+        return None
+    _host_filled(data, _cpu_random.HOST_NORMAL, std, mean, generator)
+    token = None if _errstate() is _QUIET else _quiet(_QUIET)  # (exp overflows to inf, silently)
+    try:
+        np.exp(data, out=data)
+    finally:
+        if token is not None:
+            _restore(token)
+    return _written(self)
+
+
+def _random_direct(self, from_=0, to=None, generator=None, kwargs=None):
+    if kwargs or from_.__class__ is not int or to.__class__ is not int or not from_ < to:
+        return None  # (the one-argument and unbounded forms: the forward's)
+    data = _target(self, floating=False)
+    if data is None:
+        return None
+    seed, offset = (generator or default_generator).next_offset(data.size)
+    data[...] = _cpu_random.randint(from_, to, data.shape, dt.int64, seed, offset)
+    return _written(self)
 
 
 _HOST_FILL = _cpu_random.HOST_FILL
@@ -745,7 +841,13 @@ def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | 
     )
 
 
-@op("exponential_", doc="Every element replaced by a draw from Exp(lambd), in place.", composite=True, function=False)
+@op(
+    "exponential_",
+    doc="Every element replaced by a draw from Exp(lambd), in place.",
+    composite=True,
+    function=False,
+    direct=_exponential_direct,
+)
 def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | None = None) -> Tensor:
     if lambd <= 0:
         raise ValueError(f"exponential_: expects lambda > 0.0, got lambd={lambd}")
@@ -915,6 +1017,7 @@ _MANTISSA_BITS = {dt.float16: 11, dt.float32: 24, dt.float64: 53}
     doc="Every element replaced by an integer drawn uniformly from [from, to - 1], in place.",
     composite=True,
     function=False,
+    direct=_random_direct,
 )
 def random_(
     self: Tensor, from_: int = 0, to: int | None = None, *, generator: Generator | None = None, **kwargs: Any
@@ -944,6 +1047,7 @@ def random_(
     doc="Every element replaced by exp of a draw from N(mean, std**2), in place.",
     composite=True,
     function=False,
+    direct=_log_normal_direct,
 )
 def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Generator | None = None) -> Tensor:
     if std <= 0:
@@ -963,6 +1067,7 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator:
     doc="Every element replaced by the number of Bernoulli(p) trials to the first success, in place.",
     composite=True,
     function=False,
+    direct=_geometric_direct,
 )
 def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) -> Tensor:
     if not 0 < p < 1:
@@ -982,6 +1087,7 @@ def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) ->
     doc="Every element replaced by a draw from the Cauchy distribution (median, sigma), in place.",
     composite=True,
     function=False,
+    direct=_cauchy_direct,
 )
 def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Generator | None = None) -> Tensor:
     if sigma <= 0:
