@@ -781,7 +781,32 @@ def _any(mask):
     return bool(wrap(primitives(mask).reduce("any", mask._data, None, False), mask._device).item())
 
 
-@op("bernoulli", doc="1 with probability input (or p), else 0, in input's dtype.", composite=True)
+def _bernoulli_direct(input, p=None, generator=None):
+    data = input._data
+    if (
+        _NATIVE is None
+        or p is not None
+        or data.__class__ is not np.ndarray
+        or data.dtype is not _F32
+        and data.dtype is not _F64
+        or not data.flags.c_contiguous
+        or primitive_observer() is not None
+        or not _NATIVE.host_unit_interval(data)  # (else the forward's error, before anything is drawn)
+    ):
+        return None
+    seed, offset = (generator or default_generator).next_offset(data.size)
+    return wrapped(_NATIVE.host_random_below_each(data, seed, offset))
+
+
+_NATIVE = _cpu_random._NATIVE
+
+
+@op(
+    "bernoulli",
+    doc="1 with probability input (or p), else 0, in input's dtype.",
+    composite=True,
+    direct=_bernoulli_direct,
+)
 def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | None = None) -> Tensor:
     check_float("bernoulli", "input", input)
     probabilities = input if p is None else p  # (the forward helpers record nothing)

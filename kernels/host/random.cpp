@@ -230,9 +230,62 @@ void fill_drawn(T* o, std::intptr_t n, int kind, double scale, double shift, con
   });
 }
 
+// p (float32 or float64, C-contiguous) as a typed pointer, or an error naming the function
+template <typename T>
+const T* probabilities(const char* name, const py::array& p) {
+  if (!(p.flags() & py::array::c_style))
+    throw std::invalid_argument(std::string(name) + ": p must be a C-contiguous array");
+  return static_cast<const T*>(p.data());
+}
+
+// Whether every element of p lies in [0, 1] (NaN does not)
+template <typename T>
+bool in_unit_interval(const T* p, std::intptr_t n) {
+  for (std::intptr_t i = 0; i < n; ++i)
+    if (!(p[i] >= T(0) && p[i] <= T(1))) return false;
+  return true;
+}
+
+// 1 where the i-th uniform draw of the stream, in p's dtype (float32's rounded and kept below 1, as
+// host_random_uniform gives it), is below p[i], else 0: rand's draw compared with p, in p's dtype
+template <typename T>
+py::array below_each(const py::array& p, const py::object& seed, const py::object& offset) {
+  const T* probs = probabilities<T>("host_random_below_each", p);
+  std::vector<py::ssize_t> dims(p.shape(), p.shape() + p.ndim());
+  py::array_t<T> out(dims);
+  T* o = out.mutable_data();
+  each_double(uniform_fill, seed, offset, p.size(), [&](std::intptr_t i, double u) {
+    T v = static_cast<T>(u);
+    if constexpr (std::is_same_v<T, float>) v = v > 0.99999994f ? 0.99999994f : v;
+    o[i] = v < probs[i] ? T(1) : T(0);
+  });
+  return std::move(out);
+}
+
+bool is_float32(const py::array& a) {
+  if (a.dtype().equal(py::dtype::of<float>())) return true;
+  if (a.dtype().equal(py::dtype::of<double>())) return false;
+  throw std::invalid_argument("host_random: p must be float32 or float64");
+}
+
 }  // namespace
 
 void bind_random(py::module_& m) {
+  m.def(
+      "host_unit_interval",
+      [](const py::array& p) {
+        return is_float32(p) ? in_unit_interval(probabilities<float>("host_unit_interval", p), p.size())
+                             : in_unit_interval(probabilities<double>("host_unit_interval", p), p.size());
+      },
+      py::arg("p"), "Whether every element of p (float32 or float64, C-contiguous) lies in [0, 1] (NaN does not).");
+  m.def(
+      "host_random_below_each",
+      [](const py::array& p, const py::object& seed, const py::object& offset) {
+        return is_float32(p) ? below_each<float>(p, seed, offset) : below_each<double>(p, seed, offset);
+      },
+      py::arg("p"), py::arg("seed"), py::arg("offset"),
+      "1 where host_random_uniform's value of the Philox stream (seed, offset), in p's dtype (float32 or float64, "
+      "C-contiguous), is below p's element, else 0, in p's dtype and shape: bernoulli of the probabilities p.");
   m.def(
       "host_random_bind",
       [](std::uintptr_t uniform, std::uintptr_t normal, std::uintptr_t bounded) {
