@@ -8,23 +8,23 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np  # the direct lanes' host arrays (their flags and dtypes)
-from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import needs_grad, requires_grad
 from ..backends import cpu as _cpu
 from ..backends.cpu import random as _cpu_random
-from ..device import CPU
-from ..errors import DTypeError, ShapeError
-from ..random import default_generator
-from ..tensor import primitives, primitives_on, version_counter
 from ..backends.float_errors import QUIET as _QUIET
 from ..backends.float_errors import current as _errstate
 from ..backends.float_errors import quiet as _quiet
 from ..backends.float_errors import restore as _restore
+from ..device import CPU
+from ..errors import DTypeError, ShapeError
+from ..random import default_generator
+from ..tensor import primitives, primitives_on, version_counter
 from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
 from .conversion import to_device_and_dtype
 from .elementwise import binary, unary
@@ -98,9 +98,7 @@ def _randint_direct(low=0, high=None, size=None, generator=None, dtype=None, dev
     return _host_draw("randint", plain_shape((size,)), dtype or dt.int64, device, requires_grad, generator, low, high)
 
 
-def _randint_like_direct(
-    input, low=0, high=None, generator=None, dtype=None, device=None, requires_grad=False
-):
+def _randint_like_direct(input, low=0, high=None, generator=None, dtype=None, device=None, requires_grad=False):
     if high is None:
         low, high = 0, low
     if low.__class__ is not int or high.__class__ is not int or not low < high:
@@ -245,7 +243,7 @@ def _uniform_direct(self, from_=0.0, to=1.0, generator=None, kwargs=None):
     return _filled_in_place(self, _cpu_random.HOST_UNIFORM, to - from_, from_, generator)
 
 
-def _bernoulli_direct(self, p=0.5, generator=None):
+def _bernoulli_in_place_direct(self, p=0.5, generator=None):
     if p.__class__ not in _NUMBERS or not 0 <= p <= 1:
         return None
     return _filled_in_place(self, _cpu_random.HOST_BELOW, p, 0.0, generator)
@@ -327,9 +325,7 @@ def _randint(name, low, high, shape, dtype, device, requires_grad, generator):
     return _draw(name, "randint", shape, dtype, device, requires_grad, generator, low, high)
 
 
-@op(
-    "rand_like", doc="rand of input's shape, dtype and device.", method=False, direct=_floating_like_direct("rand")
-)
+@op("rand_like", doc="rand of input's shape, dtype and device.", method=False, direct=_floating_like_direct("rand"))
 def rand_like(
     input: Tensor,
     dtype: DType | None = None,
@@ -364,7 +360,17 @@ def randn_like(
     )
 
 
-@op("randperm", doc="A random permutation of 0..n-1.", method=False)
+def _randperm_direct(n, generator=None, dtype=None, device=None):
+    if n.__class__ is not int or not 0 <= n < _HOST_DRAW_MAX or dtype is not None and dtype is not dt.int64:
+        return None
+    if host_dtype(dt.int64, device, False) is None:
+        return None
+    seed, offset = (generator or default_generator).next_offset(n)
+    # the forward's keys and their stable order (the backend's sort)
+    return wrapped(_cpu.sort(_cpu_random.rand((n,), dt.float64, seed, offset), 0, False, True)[1])
+
+
+@op("randperm", doc="A random permutation of 0..n-1.", method=False, direct=_randperm_direct)
 def randperm(
     n: int, generator: Generator | None = None, dtype: DType | None = None, device: Device | str | None = None
 ) -> Tensor:
@@ -845,7 +851,7 @@ def _check_probability(name, p):
     doc="Every element replaced by 1 with probability p (a number or tensor), else 0, in place.",
     composite=True,
     function=False,
-    direct=_bernoulli_direct,
+    direct=_bernoulli_in_place_direct,
 )
 def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | None = None) -> Tensor:
     _check_probability("bernoulli_", p)
@@ -992,6 +998,31 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     return _alpha_dropout("feature_alpha_dropout", input, p, training, inplace, True)
 
 
+def _rrelu_direct(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """rrelu's training case where nothing records: the slopes drawn by the host fill (U(lower, upper):
+    rand's values times ``upper - lower`` plus ``lower``, rounded as the forward's ``_affine_data``),
+    then the forward's ``where(x >= 0, x, x * slopes)`` with the same NumPy loops."""
+    x = input._data
+    if (
+        training is not True
+        or _HOST_FILL is None
+        or lower.__class__ not in _NUMBERS
+        or upper.__class__ not in _NUMBERS
+        or not 0 <= lower <= upper
+        or x.__class__ is not np.ndarray
+        or x.dtype is not _F32
+        and x.dtype is not _F64
+        or input._requires_grad
+        or input._grad_fn is not None
+        or primitive_observer() is not None
+    ):
+        return None
+    out = _host_filled(np.empty(x.shape, x.dtype), _cpu_random.HOST_UNIFORM, upper - lower, lower, generator)
+    np.multiply(x, out, out=out)
+    np.copyto(out, x, where=x >= 0)
+    return wrapped(out)
+
+
 @op(
     "rrelu",
     doc="leaky_relu with a random slope from U(lower, upper) per element while training, their mean otherwise.",
@@ -1000,6 +1031,7 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     method=False,
     inplace=True,
     functional="inplace",
+    direct=_rrelu_direct,
 )
 def rrelu(
     input: Tensor,
