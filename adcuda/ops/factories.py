@@ -240,6 +240,29 @@ def _infer_dtype(obj):
     return result or dt.default_float
 
 
+_PYTHON_SCALARS, _NESTINGS = frozenset((bool, int, float)), frozenset((list, tuple))
+
+
+def _plain_data_dtype(data):
+    """``_infer_dtype`` of nested lists and tuples of Python bools, ints and floats only (their classes
+    found a list at a time, by C loops), or None for any other data (NumPy scalars, tensors, ...), which
+    the general walk reads."""
+    seen: set[type] = set()
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        kinds = set(map(type, x))
+        if kinds <= _PYTHON_SCALARS:
+            seen |= kinds
+        elif kinds <= _NESTINGS:
+            stack.extend(x)
+        else:
+            return None
+    if float in seen or not seen:
+        return dt.default_float
+    return dt.int64 if int in seen else dt.bool_
+
+
 def _not_data(data):
     """PyTorch's error for data that is not numbers: text is a TypeError, any other object (a set, a
     generator, None) a RuntimeError, since it cannot infer a dtype from it."""
@@ -302,6 +325,7 @@ def tensor(
         out = src.to(device if device is not None else src.device, dtype or src.dtype, copy=True)
         out = Tensor._make(out._data, out._device)
     else:
+        made = False  # whether arr was made here (so it need not be copied)
         if isinstance(data, np.ndarray):
             arr = data
             if dtype is None:
@@ -309,11 +333,12 @@ def tensor(
         else:
             if _is_other_sequence(data):
                 data = list(data)
-            if isinstance(data, (list, tuple)) and _holds_tensor(data):
+            plain = _plain_data_dtype(data) if data.__class__ is list or data.__class__ is tuple else None
+            if plain is None and isinstance(data, (list, tuple)) and _holds_tensor(data):
                 data = _tensors_to_lists(data)
             if dtype is None:
                 try:
-                    dtype = _infer_dtype(data)
+                    dtype = plain or _infer_dtype(data)
                 except DTypeError:
                     raise _not_data(data) from None
             try:
@@ -328,6 +353,12 @@ def tensor(
                 raise DTypeError(f"tensor: a value does not fit in {dtype} ({e})") from None
             if arr.dtype == object:
                 raise DTypeError("tensor: could not convert data made of non-numbers")
+            made = True
+        if made and not pin_memory and host_dtype(dtype, device, False) is arr.dtype:  # (from_numpy: arr itself)
+            out = wrapped(arr)
+            if requires_grad:
+                require_grad("tensor", out)
+            return out
         dev = as_device(device, "tensor")
         backend_for(dev, "tensor")
         bk = primitives_on(dev)
