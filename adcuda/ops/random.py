@@ -6,6 +6,7 @@ seed and the sequence of draws, never on the device or its launch configuration.
 
 from __future__ import annotations
 
+import importlib
 import math
 import warnings
 from typing import TYPE_CHECKING
@@ -28,7 +29,7 @@ from ..tensor import primitives, primitives_on, version_counter
 from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
 from .conversion import to_device_and_dtype
 from .elementwise import binary, unary
-from .factories import host_dtype, new_tensor, plain_shape, primitive_observer, shape_arg, wrapped
+from .factories import host_dtype, new_tensor, plain_shape, shape_arg, wrapped
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
 
@@ -71,21 +72,34 @@ def _host_draw(prim, shape, dtype, device, requires_grad, generator, *args):
     return wrapped(_CPU_DRAWS[prim](*args, shape, dtype or dt.default_float, seed, offset))
 
 
-def _floating_direct(prim):
+def _host_floats(kind, shape, dtype, device, requires_grad, generator):
+    """rand's (``kind`` HOST_UNIFORM) or randn's (HOST_NORMAL) draw of ``shape`` (a tuple of ints, or
+    None: not one) as a float32/float64 CPU tensor: the host fill (the values host_random_uniform and
+    host_random_normal give, the generator's offset reserved in the same call), or None."""
+    d = host_dtype(dtype, device, requires_grad)
+    if shape is None or d is not _F32 and d is not _F64 or _HOST_FILL_FROM is None:
+        return None
+    n = 1
+    for s in shape:
+        n *= s
+    if n >= _HOST_DRAW_MAX or _random_module._draw_observer is not None:
+        return None
+    out = np.empty(shape, d)
+    return wrapped(out) if _HOST_FILL_FROM(out, kind, 1.0, 0.0, generator or default_generator) else None
+
+
+def _floating_direct(kind):
     def direct(size, generator=None, dtype=None, device=None, requires_grad=False):
-        if dtype is not None and dtype is not dt.float32 and dtype is not dt.float64:
-            return None
-        return _host_draw(prim, plain_shape(size), dtype, device, requires_grad, generator)
+        return _host_floats(kind, plain_shape(size), dtype, device, requires_grad, generator)
 
     return direct
 
 
-def _floating_like_direct(prim):
+def _floating_like_direct(kind):
     def direct(input, dtype=None, device=None, requires_grad=False, generator=None):
-        d = dtype or input.dtype
-        if d is not dt.float32 and d is not dt.float64 or input._data.__class__ is not np.ndarray:
+        if input._data.__class__ is not np.ndarray:
             return None
-        return _host_draw(prim, input._data.shape, d, device, requires_grad, generator)
+        return _host_floats(kind, input._data.shape, dtype or input.dtype, device, requires_grad, generator)
 
     return direct
 
@@ -123,7 +137,7 @@ def _target(self, floating=True):
         or self._requires_grad
         or self._grad_fn is not None
         or self._base is not None
-        or primitive_observer() is not None
+        or _tensor_module._primitive_observer is not None
     ):
         return None
     flags = data.flags
@@ -138,13 +152,29 @@ def _written(self):
 
 def _filled_in_place(self, kind, scale, shift, generator):
     """``self`` overwritten by the host module's fill, as ``_drawn_in_place`` writes it, where
-    ``_target`` finds it may be; else None."""
-    data = _target(self) if _HOST_FILL is not None else None
-    if data is None:
+    ``_target`` finds it may be and nothing observes draws (graph capture); else None. (``_target``'s
+    tests and ``_host_filled``'s call, inlined: each frame was a tenth of a small draw's cost.)"""
+    data = self._data
+    if (
+        _HOST_FILL_FROM is None
+        or data.__class__ is not np.ndarray
+        or data.dtype is not _F32
+        and data.dtype is not _F64
+        or self._requires_grad
+        or self._grad_fn is not None
+        or self._base is not None
+        or _tensor_module._primitive_observer is not None
+        or _random_module._draw_observer is not None
+    ):
         return None
-    seed, offset = (generator or default_generator).next_offset(data.size)
-    _HOST_FILL(data, kind, scale, shift, seed, offset)
-    return _written(self)
+    flags = data.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return None
+    if not _HOST_FILL_FROM(data, kind, scale, shift, generator or default_generator):
+        return None  # (another thread holds the generator's lock: the forward waits for it)
+    vc = self._vc
+    (vc if vc is not None else version_counter(self)).value += 1
+    return self
 
 
 def _host_filled(out, kind, scale, shift, generator):
@@ -152,8 +182,15 @@ def _host_filled(out, kind, scale, shift, generator):
     times ``scale`` plus ``shift``: rand's or randn's draw, as the forwards take it (the generator's next
     offset), and the primitives' arithmetic on it, rounded as theirs (a scale of 1, a shift of 0
     skipped)."""
-    seed, offset = (generator or default_generator).next_offset(out.size)
-    _HOST_FILL(out, kind, scale, shift, seed, offset)
+    gen = generator or default_generator
+    # (the generator's offset taken in the fill's own call, where no one observes draws: graph capture)
+    if (
+        _HOST_FILL_FROM is None
+        or _random_module._draw_observer is not None
+        or not _HOST_FILL_FROM(out, kind, scale, shift, gen)
+    ):
+        seed, offset = gen.next_offset(out.size)
+        _HOST_FILL(out, kind, scale, shift, seed, offset)
     return out
 
 
@@ -226,7 +263,11 @@ def _random_direct(self, from_=0, to=None, generator=None, kwargs=None):
     return _written(self)
 
 
-_HOST_FILL = _cpu_random.HOST_FILL
+_HOST_FILL, _HOST_FILL_FROM = _cpu_random.HOST_FILL, _cpu_random.HOST_FILL_FROM
+# the modules whose hooks the lanes read per call (``adcuda.tensor`` and ``adcuda.random`` are the
+# package's functions once it is imported): the primitive observer, the draw observer
+_tensor_module = importlib.import_module("..tensor", __package__)
+_random_module = importlib.import_module("..random", __package__)
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _NUMBERS = (float, int)
 
@@ -277,7 +318,7 @@ def _draw_floating(name, prim, shape, dtype, device, requires_grad, generator):
     return _draw(name, prim, shape, dtype, device, requires_grad, generator)
 
 
-@op("rand", doc="Uniform samples from [0, 1).", method=False, direct=_floating_direct("rand"))
+@op("rand", doc="Uniform samples from [0, 1).", method=False, direct=_floating_direct(_cpu_random.HOST_UNIFORM))
 def rand(
     *size: int | Sequence[int],
     generator: Generator | None = None,
@@ -288,7 +329,7 @@ def rand(
     return _draw_floating("rand", "rand", shape_arg("rand", size), dtype, device, requires_grad, generator)
 
 
-@op("randn", doc="Standard normal samples.", method=False, direct=_floating_direct("randn"))
+@op("randn", doc="Standard normal samples.", method=False, direct=_floating_direct(_cpu_random.HOST_NORMAL))
 def randn(
     *size: int | Sequence[int],
     generator: Generator | None = None,
@@ -325,7 +366,12 @@ def _randint(name, low, high, shape, dtype, device, requires_grad, generator):
     return _draw(name, "randint", shape, dtype, device, requires_grad, generator, low, high)
 
 
-@op("rand_like", doc="rand of input's shape, dtype and device.", method=False, direct=_floating_like_direct("rand"))
+@op(
+    "rand_like",
+    doc="rand of input's shape, dtype and device.",
+    method=False,
+    direct=_floating_like_direct(_cpu_random.HOST_UNIFORM),
+)
 def rand_like(
     input: Tensor,
     dtype: DType | None = None,
@@ -344,7 +390,7 @@ def rand_like(
     "randn_like",
     doc="randn of input's shape, dtype and device.",
     method=False,
-    direct=_floating_like_direct("randn"),
+    direct=_floating_like_direct(_cpu_random.HOST_NORMAL),
 )
 def randn_like(
     input: Tensor,
@@ -796,7 +842,7 @@ def _bernoulli_direct(input, p=None, generator=None):
         or data.dtype is not _F32
         and data.dtype is not _F64
         or not data.flags.c_contiguous
-        or primitive_observer() is not None
+        or _tensor_module._primitive_observer is not None
         or not _NATIVE.host_unit_interval(data)  # (else the forward's error, before anything is drawn)
     ):
         return None
@@ -1014,7 +1060,7 @@ def _rrelu_direct(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator
         and x.dtype is not _F64
         or input._requires_grad
         or input._grad_fn is not None
-        or primitive_observer() is not None
+        or _tensor_module._primitive_observer is not None
     ):
         return None
     out = _host_filled(np.empty(x.shape, x.dtype), _cpu_random.HOST_UNIFORM, upper - lower, lower, generator)

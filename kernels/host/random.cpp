@@ -268,6 +268,27 @@ bool is_float32(const py::array& a) {
   throw std::invalid_argument("host_random: p must be float32 or float64");
 }
 
+// host_random_fill_'s checks of its arguments: whether out is float32 (else float64)
+bool fill_checked(const py::array& out, int kind) {
+  if (kind != kUniform && kind != kNormal && kind != kBelow)
+    throw std::invalid_argument("host_random_fill_: unknown kind " + std::to_string(kind));
+  if (!(out.flags() & py::array::c_style) || !out.writeable())
+    throw std::invalid_argument("host_random_fill_: out must be a writeable C-contiguous array");
+  if (out.dtype().equal(py::dtype::of<float>())) return true;
+  if (out.dtype().equal(py::dtype::of<double>())) return false;
+  throw std::invalid_argument("host_random_fill_: out must be float32 or float64");
+}
+
+// host_random_fill_'s work, after fill_checked
+void fill_into(py::array& out, bool single, int kind, double scale, double shift, const py::object& seed,
+               const py::object& offset) {
+  const std::intptr_t n = out.size();
+  if (single)
+    fill_drawn(static_cast<float*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
+  else
+    fill_drawn(static_cast<double*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
+}
+
 }  // namespace
 
 void bind_random(py::module_& m) {
@@ -345,21 +366,40 @@ void bind_random(py::module_& m) {
       "Whether each uniform [0, 1) sample of shape from the Philox stream (seed, offset) is below p (a bool "
       "array): NumPy's Philox Generator's random(shape) < p.");
   m.def(
+      "host_random_fill_from",
+      [](py::array out, int kind, double scale, double shift, const py::object& generator) {
+        // the generator's next_offset(out.size), taken here under the GIL (no Python code runs between
+        // the read and the write), unless a thread holds its lock (manual_seed, set_state, a draw): then
+        // nothing is drawn and the caller takes next_offset, which waits for it
+        const bool single = fill_checked(out, kind);
+        // (the attribute names interned once: building them per call cost more than a small draw)
+        static PyObject* const lock_name = PyUnicode_InternFromString("_lock");
+        static PyObject* const locked_name = PyUnicode_InternFromString("locked");
+        static PyObject* const seed_name = PyUnicode_InternFromString("_seed");
+        static PyObject* const offset_name = PyUnicode_InternFromString("_offset");
+        PyObject* gen = generator.ptr();
+        const auto lock = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, lock_name));
+        if (!lock) throw py::error_already_set();
+        const auto held = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(lock.ptr(), locked_name));
+        if (!held) throw py::error_already_set();
+        if (PyObject_IsTrue(held.ptr())) return false;
+        const auto seed = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, seed_name));
+        const auto offset = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, offset_name));
+        if (!seed || !offset) throw py::error_already_set();
+        const std::intptr_t n = out.size();
+        const auto step = py::reinterpret_steal<py::object>(PyLong_FromSsize_t(n > 0 ? n : 1));
+        const auto next = py::reinterpret_steal<py::object>(PyNumber_Add(offset.ptr(), step.ptr()));
+        if (!next || PyObject_SetAttr(gen, offset_name, next.ptr()) != 0) throw py::error_already_set();
+        fill_into(out, single, kind, scale, shift, seed, offset);
+        return true;
+      },
+      py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("generator"),
+      "host_random_fill_ with the (seed, offset) of adcuda Generator generator's next draw of out's size, reserved "
+      "as its next_offset reserves it; False (nothing drawn nor reserved) while another thread holds its lock.");
+  m.def(
       "host_random_fill_",
       [](py::array out, int kind, double scale, double shift, const py::object& seed,
-         const py::object& offset) {
-        if (kind != kUniform && kind != kNormal && kind != kBelow)
-          throw std::invalid_argument("host_random_fill_: unknown kind " + std::to_string(kind));
-        if (!(out.flags() & py::array::c_style) || !out.writeable())
-          throw std::invalid_argument("host_random_fill_: out must be a writeable C-contiguous array");
-        const std::intptr_t n = out.size();
-        if (out.dtype().equal(py::dtype::of<float>()))
-          fill_drawn(static_cast<float*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
-        else if (out.dtype().equal(py::dtype::of<double>()))
-          fill_drawn(static_cast<double*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
-        else
-          throw std::invalid_argument("host_random_fill_: out must be float32 or float64");
-      },
+         const py::object& offset) { fill_into(out, fill_checked(out, kind), kind, scale, shift, seed, offset); },
       py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("seed"), py::arg("offset"),
       "out overwritten with draws from the Philox stream (seed, offset) in its dtype (float32 or float64): "
       "kind 0, host_random_uniform's values; 1, host_random_normal's; each times scale plus shift, rounded "
