@@ -208,15 +208,13 @@ def _exponential_direct(self, lambd=1.0, generator=None):
 
 
 def _geometric_direct(self, p, generator=None):
-    data = _target(self) if _HOST_FILL is not None and p.__class__ in _NUMBERS and 0 < p < 1 else None
+    data = _target(self) if _HOST_TRIALS is not None and p.__class__ in _NUMBERS and 0 < p < 1 else None
     if data is None:
         return None
     # (in float64 on the CPU, whatever self's dtype)
     u = _host_filled(np.empty(data.shape, _F64), _cpu_random.HOST_UNIFORM, -1.0, 0.0, generator)
     np.log1p(u, out=u)
-    np.divide(u, math.log1p(-p), out=u)
-    np.ceil(u, out=u)
-    np.maximum(u, 1.0, out=data)
+    _HOST_TRIALS(data, u, math.log1p(-p))  # (the exact rest: division, ceil, max and the cast)
     return _written(self)
 
 
@@ -264,6 +262,11 @@ def _random_direct(self, from_=0, to=None, generator=None, kwargs=None):
 
 
 _HOST_FILL, _HOST_FILL_FROM = _cpu_random.HOST_FILL, _cpu_random.HOST_FILL_FROM
+# the host module's other helpers of the lanes (None without it, or in a build that predates them: then
+# the forwards)
+_HOST_TRIALS = getattr(_cpu_random._NATIVE, "host_trials", None)
+_UNIT_INTERVAL = getattr(_cpu_random._NATIVE, "host_unit_interval", None)
+_BELOW_EACH = getattr(_cpu_random._NATIVE, "host_random_below_each", None)
 # the modules whose hooks the lanes read per call (``adcuda.tensor`` and ``adcuda.random`` are the
 # package's functions once it is imported): the primitive observer, the draw observer
 _tensor_module = importlib.import_module("..tensor", __package__)
@@ -836,21 +839,18 @@ def _any(mask):
 def _bernoulli_direct(input, p=None, generator=None):
     data = input._data
     if (
-        _NATIVE is None
+        _BELOW_EACH is None
         or p is not None
         or data.__class__ is not np.ndarray
         or data.dtype is not _F32
         and data.dtype is not _F64
         or not data.flags.c_contiguous
         or _tensor_module._primitive_observer is not None
-        or not _NATIVE.host_unit_interval(data)  # (else the forward's error, before anything is drawn)
+        or not _UNIT_INTERVAL(data)  # (else the forward's error, before anything is drawn)
     ):
         return None
     seed, offset = (generator or default_generator).next_offset(data.size)
-    return wrapped(_NATIVE.host_random_below_each(data, seed, offset))
-
-
-_NATIVE = _cpu_random._NATIVE
+    return wrapped(_BELOW_EACH(data, seed, offset))
 
 
 @op(

@@ -11,6 +11,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -365,6 +366,32 @@ void bind_random(py::module_& m) {
       py::arg("p"), py::arg("seed"), py::arg("offset"), py::arg("shape"),
       "Whether each uniform [0, 1) sample of shape from the Philox stream (seed, offset) is below p (a bool "
       "array): NumPy's Philox Generator's random(shape) < p.");
+  m.def(
+      "host_trials",
+      [](py::array out, const py::array_t<double, py::array::c_style>& logs, double log_q) {
+        // geometric_'s arithmetic after NumPy's log1p: exact IEEE steps (a division, ceil, max), the
+        // cast to out's dtype rounding to nearest as NumPy's cast does
+        if (!(out.flags() & py::array::c_style) || !out.writeable() || out.size() != logs.size())
+          throw std::invalid_argument("host_trials: out must be a writeable C-contiguous array of logs' size");
+        const double* l = logs.data();
+        const std::intptr_t n = logs.size();
+        const auto trials = [&](std::intptr_t i) {
+          const double t = std::ceil(l[i] / log_q);
+          return t > 1.0 ? t : 1.0;  // (NumPy's maximum: never NaN here, logs are finite and log_q < 0)
+        };
+        if (out.dtype().equal(py::dtype::of<float>())) {
+          float* o = static_cast<float*>(out.mutable_data());
+          for (std::intptr_t i = 0; i < n; ++i) o[i] = static_cast<float>(trials(i));
+        } else if (out.dtype().equal(py::dtype::of<double>())) {
+          double* o = static_cast<double*>(out.mutable_data());
+          for (std::intptr_t i = 0; i < n; ++i) o[i] = trials(i);
+        } else {
+          throw std::invalid_argument("host_trials: out must be float32 or float64");
+        }
+      },
+      py::arg("out"), py::arg("logs"), py::arg("log_q"),
+      "out (float32 or float64) overwritten with max(ceil(logs / log_q), 1), computed in float64 (logs: float64 "
+      "log1p(-u) of uniform draws u, log_q = log1p(-p)): geometric_'s number of trials.");
   m.def(
       "host_random_fill_from",
       [](py::array out, int kind, double scale, double shift, const py::object& generator) {
