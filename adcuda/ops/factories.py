@@ -247,7 +247,7 @@ def _plain_data_dtype(data):
     """``_infer_dtype`` of nested lists and tuples of Python bools, ints and floats only (their classes
     found a list at a time, by C loops), or None for any other data (NumPy scalars, tensors, ...), which
     the general walk reads."""
-    seen: set[type] = set()
+    seen = set()
     stack = [data]
     while stack:
         x = stack.pop()
