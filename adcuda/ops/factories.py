@@ -167,6 +167,13 @@ def _like_direct(input, value, dtype, device, requires_grad):
     return host_tensor(data.shape, value, dtype or input.dtype, device, requires_grad)
 
 
+def _filled_like_direct(value):
+    def direct(input, dtype=None, device=None, requires_grad=False):
+        return _like_direct(input, value, dtype, device, requires_grad)
+
+    return direct
+
+
 def _full_direct(shape, fill_value, dtype, device, requires_grad):
     if shape is None or (fill_value.__class__ is not float and fill_value.__class__ is not int):
         return None
@@ -571,9 +578,7 @@ def _like(name, input, value, dtype, device, requires_grad):
     "zeros_like",
     doc="zeros of input's shape, dtype and device.",
     method=False,
-    direct=lambda input, dtype=None, device=None, requires_grad=False: _like_direct(
-        input, 0, dtype, device, requires_grad
-    ),
+    direct=_filled_like_direct(0),
 )
 def zeros_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
@@ -585,9 +590,7 @@ def zeros_like(
     "ones_like",
     doc="ones of input's shape, dtype and device.",
     method=False,
-    direct=lambda input, dtype=None, device=None, requires_grad=False: _like_direct(
-        input, 1, dtype, device, requires_grad
-    ),
+    direct=_filled_like_direct(1),
 )
 def ones_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
@@ -599,9 +602,7 @@ def ones_like(
     "empty_like",
     doc="empty of input's shape, dtype and device.",
     method=False,
-    direct=lambda input, dtype=None, device=None, requires_grad=False: _like_direct(
-        input, None, dtype, device, requires_grad
-    ),
+    direct=_filled_like_direct(None),
 )
 def empty_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False

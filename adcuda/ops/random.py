@@ -218,9 +218,15 @@ def _geometric_direct(self, p, generator=None):
     return _written(self)
 
 
+def _located_target(self, location, scale):
+    """``_target(self)`` for a draw of a location and a positive scale given as Python numbers (the
+    host fill at hand); else None."""
+    numbers = location.__class__ in _NUMBERS and scale.__class__ in _NUMBERS
+    return _target(self) if _HOST_FILL is not None and numbers and scale > 0 else None
+
+
 def _cauchy_direct(self, median=0.0, sigma=1.0, generator=None):
-    numbers = median.__class__ in _NUMBERS and sigma.__class__ in _NUMBERS
-    data = _target(self) if _HOST_FILL is not None and numbers and sigma > 0 else None
+    data = _located_target(self, median, sigma)
     if data is None:
         return None
     u = _host_filled(np.empty_like(data), _cpu_random.HOST_UNIFORM, 1.0, -0.5, generator)  # u - 0.5
@@ -236,8 +242,7 @@ def _cauchy_direct(self, median=0.0, sigma=1.0, generator=None):
 
 
 def _log_normal_direct(self, mean=1.0, std=2.0, generator=None):
-    numbers = mean.__class__ in _NUMBERS and std.__class__ in _NUMBERS
-    data = _target(self) if _HOST_FILL is not None and numbers and std > 0 else None
+    data = _located_target(self, mean, std)
     if data is None:
         return None
     _host_filled(data, _cpu_random.HOST_NORMAL, std, mean, generator)
