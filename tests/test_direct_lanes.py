@@ -290,3 +290,23 @@ def test_the_lane_takes_the_common_call(name):
         assert _forward_ran(name, call)
     finally:
         dispatch.remove_hook(hooked)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [[1, 2], [1.5, 2], [True, False], [True, 1], [[1, 2], [3, 4.5]], [], [[]], [(1, 2), (3, 4)], [1, np.float64(2)]],
+)
+def test_tensor_infers_plain_data_as_pytorch(data):
+    import torch
+
+    made, expected = t.tensor(data), torch.tensor(data)
+    assert str(made.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1]
+    assert made.tolist() == expected.tolist()
+
+
+def test_tensor_owns_its_memory():
+    array = np.zeros(3, np.float32)
+    data = [1.0, 2.0]
+    made, copied = t.tensor(data), t.tensor(array)
+    array[0] = 5.0
+    assert copied.tolist() == [0.0, 0.0, 0.0] and made.tolist() == data

@@ -88,14 +88,9 @@ def host_tensor(shape, value, dtype, device, requires_grad):
     """A CPU tensor of ``shape`` holding ``value`` (None: not set) as the CPU backend's ``full`` and
     ``empty`` make it, where ``host_dtype`` finds nothing else to do; else None (and where NumPy
     cannot allocate it), for ``new_tensor``'s general path, which names the op in its errors. One
-    frame for the factories' common case: each helper frame cost a tenth of a small factory's call."""
-    if requires_grad or _tensor_module._primitive_observer is not None or (device is not None and device is not CPU):
-        return None
-    if dtype is None:
-        dtype = dt.default_float
-    elif dtype.__class__ is not dt.dtype:
-        return None
-    d = _HOST_DTYPES.get(dtype)
+    frame beside host_dtype's for the factories' common case (each helper frame cost a tenth of a small
+    factory's call)."""
+    d = host_dtype(dtype, device, requires_grad)
     if d is None:
         return None
     try:
