@@ -25,7 +25,7 @@ from ..backends.float_errors import restore as _restore
 from ..device import CPU
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
-from ..tensor import primitives, primitives_on, version_counter
+from ..tensor import Tensor, primitives, primitives_on, version_counter
 from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
 from .conversion import to_device_and_dtype
 from .elementwise import binary, unary
@@ -34,7 +34,7 @@ from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, writ
 from .registry import op
 
 if TYPE_CHECKING:
-    from ..types import Any, Device, DType, Generator, Sequence, Tensor
+    from ..types import Any, Device, DType, Generator, Sequence
 
 
 def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
@@ -796,11 +796,50 @@ def multinomial(
 
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's random names (issue 15), drawn with the primitives above
+def _normal_direct_tensors(mean=0.0, std=1.0, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    """normal(mean, std) of two CPU float32/float64 tensors of one shape and dtype, neither taking part in
+    autograd: randn's draw (the host fill), ``mean + noise * std`` with the forward's NumPy loops (under
+    the quiet state: inf * 0 is NaN, silently); else None."""
+    if size is not None or dtype is not None or device is not None or requires_grad:
+        return None
+    if mean.__class__ is not Tensor or std.__class__ is not Tensor or _HOST_FILL_FROM is None:
+        return None
+    m, s = mean._data, std._data
+    if (
+        m.__class__ is not np.ndarray
+        or s.__class__ is not np.ndarray
+        or m.dtype is not s.dtype
+        or m.dtype is not _F32
+        and m.dtype is not _F64
+        or m.shape != s.shape
+        or mean._requires_grad
+        or std._requires_grad
+        or mean._grad_fn is not None
+        or std._grad_fn is not None
+        or _tensor_module._primitive_observer is not None
+        or _random_module._draw_observer is not None
+        or np.less(s, 0).any()  # (the forward's error: nothing drawn)
+    ):
+        return None
+    noise = np.empty(m.shape, m.dtype)
+    if not _HOST_FILL_FROM(noise, _cpu_random.HOST_NORMAL, 1.0, 0.0, generator or default_generator):
+        return None
+    token = None if _errstate() is _QUIET else _quiet(_QUIET)
+    try:
+        np.multiply(noise, s, out=noise)
+        np.add(m, noise, out=noise)
+    finally:
+        if token is not None:
+            _restore(token)
+    return wrapped(noise)
+
+
 @op(
     "normal",
     doc="Samples of N(mean, std**2): mean and std tensors (broadcast) or numbers with a size.",
     composite=True,
     method=False,
+    direct=_normal_direct_tensors,
 )
 def normal(
     mean: Tensor | float = 0.0,
