@@ -313,7 +313,29 @@ def _tensors_to_lists(data):
     return data
 
 
-@op("tensor", doc="A new tensor (a copy) from nested Python data, a NumPy array or another tensor.", method=False)
+def _listed_direct(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """tensor()'s common case: nested lists or tuples of Python numbers made a CPU tensor's own array
+    (under NumPy's quiet state, as the forward: a float past float32's range is inf); else None."""
+    if data.__class__ is not list and data.__class__ is not tuple or pin_memory:
+        return None
+    plain = _plain_data_dtype(data)
+    d = None if plain is None else host_dtype(dtype or plain, device, requires_grad)
+    if d is None:
+        return None
+    token = None if _errstate() is _QUIET else _quiet(_QUIET)
+    try:
+        return wrapped(np.array(data, d))
+    finally:
+        if token is not None:
+            _restore(token)
+
+
+@op(
+    "tensor",
+    doc="A new tensor (a copy) from nested Python data, a NumPy array or another tensor.",
+    method=False,
+    direct=_listed_direct,
+)
 def tensor(
     data: Any,
     dtype: DType | None = None,
@@ -867,7 +889,14 @@ def new_full(
     return _full("new_full", shape, fill_value, dtype or self.dtype, device or self._device, requires_grad)
 
 
-@op("new_tensor", doc="A copy of data, with self's dtype and device by default.", function=False)
+@op(
+    "new_tensor",
+    doc="A copy of data, with self's dtype and device by default.",
+    function=False,
+    direct=lambda self, data, dtype=None, device=None, requires_grad=False: _listed_direct(
+        data, dtype or self.dtype, device or self._device, requires_grad
+    ),
+)
 def new_tensor_copy(
     self: Tensor, data: Any, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
