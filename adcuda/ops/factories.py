@@ -67,6 +67,7 @@ _SHAPE_SEQUENCES = (tuple, list, Size)
 _tensor_module = importlib.import_module("..tensor", __package__)
 # adcuda dtype -> the NumPy dtype a host array of it has (CUDA-only dtypes have none)
 _HOST_DTYPES = {d: np.dtype(d.numpy) for d in dt.ALL if d.numpy is not None}
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 def host_dtype(dtype, device, requires_grad):
@@ -730,10 +731,11 @@ def _spaced_direct(start, end, steps, dtype, device, requires_grad, base=None):
         return None
     token = None if _errstate() is _QUIET else _quiet(_QUIET)
     try:
-        values = _evenly_spaced(float(start), float(end), steps)
-        if base is not None:
-            values = np.power(float(base), values)
-        return wrapped(values if d is _F64 else values.astype(d))
+        if base is None:
+            values = _evenly_spaced(float(start), float(end), steps, d)
+        else:
+            values = np.power(float(base), _evenly_spaced(float(start), float(end), steps))
+        return wrapped(values if values.dtype is d else values.astype(d))
     finally:
         if token is not None:
             _restore(token)
@@ -741,7 +743,6 @@ def _spaced_direct(start, end, steps, dtype, device, requires_grad, base=None):
 
 _NUMBERS = (float, int)
 _SPACED_BOUND, _POWER_BOUND = 1e30, 30  # (float32 holds up to 3.4e38)
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 @op(
@@ -769,16 +770,17 @@ def linspace(
 _LISTED_STEPS = 64  # (up to which a list beats NumPy's four calls)
 
 
-def _evenly_spaced(start, end, steps):
+def _evenly_spaced(start, end, steps, dtype=_F64):
     """``np.linspace(start, end, steps)`` (floats; float64), its formula without its layer of argument
-    handling (two thirds of a small linspace's cost): ``start + i * step``, the last value ``end``."""
+    handling (two thirds of a small linspace's cost): ``start + i * step``, the last value ``end``;
+    in NumPy dtype ``dtype`` (the float64 values rounded to it) where they are listed."""
     div, delta = steps - 1, end - start
     if 0 < div < _LISTED_STEPS and delta / div != 0:
         # the same float64 products and sums one by one in Python, for a fifth of NumPy's calls' cost
         step = delta / div
         listed = [i * step + start for i in range(div)]
         listed.append(end)
-        return np.array(listed, np.float64)
+        return np.array(listed, dtype)
     values = np.arange(steps, dtype=np.float64)
     if div > 0 and delta / div != 0:
         values *= delta / div

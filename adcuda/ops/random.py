@@ -419,9 +419,13 @@ def _randperm_direct(n, generator=None, dtype=None, device=None):
         return None
     if host_dtype(dt.int64, device, False) is None:
         return None
-    seed, offset = (generator or default_generator).next_offset(n)
-    # the forward's keys and their stable order (the backend's sort)
-    return wrapped(_cpu.sort(_cpu_random.rand((n,), dt.float64, seed, offset), 0, False, True)[1])
+    keys = np.empty(n, _F64)  # the forward's keys (rand's float64 draw) and their stable order
+    if _HOST_FILL_FROM is None or _random_module._draw_observer is not None:
+        seed, offset = (generator or default_generator).next_offset(n)
+        keys = _cpu_random.rand((n,), dt.float64, seed, offset)
+    elif not _HOST_FILL_FROM(keys, _cpu_random.HOST_UNIFORM, 1.0, 0.0, generator or default_generator):
+        return None
+    return wrapped(_cpu.sort(keys, 0, False, True)[1])
 
 
 @op("randperm", doc="A random permutation of 0..n-1.", method=False, direct=_randperm_direct)
