@@ -393,6 +393,15 @@ void bind_random(py::module_& m) {
       "out (float32 or float64) overwritten with max(ceil(logs / log_q), 1), computed in float64 (logs: float64 "
       "log1p(-u) of uniform draws u, log_q = log1p(-p)): geometric_'s number of trials.");
   m.def(
+      "host_random_fill_",
+      [](py::array out, int kind, double scale, double shift, const py::object& seed,
+         const py::object& offset) { fill_into(out, fill_checked(out, kind), kind, scale, shift, seed, offset); },
+      py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("seed"), py::arg("offset"),
+      "out overwritten with draws from the Philox stream (seed, offset) in its dtype (float32 or float64): "
+      "kind 0, host_random_uniform's values; 1, host_random_normal's; each times scale plus shift, rounded "
+      "at each step in that dtype (a scale of 1 and a shift of 0 skipped); kind 2, 1 where "
+      "host_random_uniform's value is below scale (taken in that dtype), else 0.");
+  m.def(
       "host_random_fill_from",
       [](py::array out, int kind, double scale, double shift, const py::object& generator) {
         // the generator's next_offset(out.size), taken here under the GIL (no Python code runs between
@@ -421,17 +430,7 @@ void bind_random(py::module_& m) {
         return true;
       },
       py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("generator"),
-      "host_random_fill_ with the (seed, offset) of adcuda Generator generator's next draw of out's size, reserved "
-      "as its next_offset reserves it; False (nothing drawn nor reserved) while another thread holds its lock.");
-  m.def(
-      "host_random_fill_",
-      [](py::array out, int kind, double scale, double shift, const py::object& seed,
-         const py::object& offset) { fill_into(out, fill_checked(out, kind), kind, scale, shift, seed, offset); },
-      py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("seed"), py::arg("offset"),
-      "out overwritten with draws from the Philox stream (seed, offset) in its dtype (float32 or float64): "
-      "kind 0, host_random_uniform's values; 1, host_random_normal's; each times scale plus shift, rounded "
-      "at each step in that dtype (a scale of 1 and a shift of 0 skipped); kind 2, 1 where "
-      "host_random_uniform's value is below scale (taken in that dtype), else 0.");
+      "host_random_fill_ from generator's next_offset(out.size), taken here; False (nothing done) while locked.");
 }
 
 }  // namespace adcuda::host
