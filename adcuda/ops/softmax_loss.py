@@ -1353,3 +1353,105 @@ def triplet_margin_with_distance_loss(
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
 lowering("softmax", onnx=lambda w, node, **params: w.softmax(node, **params), c=lambda lower, node: lower.softmax(node))
+
+
+# The class losses' primitives as standard ONNX operators (``w`` is adcuda/onnx/exporter.py's writer),
+# computed as the CPU primitives compute them: in float32 (float64 for float64 operands), the result
+# cast to the primitive's dtype. The C export has none: it takes float32 inputs only, never class indices.
+def _onnx_dtype(w, value):
+    return dt.float64 if w.info(value.value).dtype is dt.float64 else dt.float32
+
+
+def _onnx_class_rows(w, logp, target, weight, ignore_index, dtype):
+    """-> (each row's ``-w[t] * logp[t]``, 0 where ``t == ignore_index``: NegativeLogLikelihoodLoss
+    without reduction; the targets (N,) int64; whether each row counts; the class weights or None)."""
+    t = w.operand(target, dt.int64)
+    weights = None if weight is None else w.operand(weight, dtype)
+    operands = [logp, t] + ([] if weights is None else [weights])
+    rows = w.emit("NegativeLogLikelihoodLoss", operands, reduction="none", ignore_index=int(ignore_index))
+    valid = w.emit("Not", [w.emit("Equal", [t, w.const(int(ignore_index), np.int64)])])
+    return rows, t, valid, weights
+
+
+def _onnx_total_weight(w, t, valid, weights, dtype):
+    """The 0-d sum of ``w[t]`` over the rows that count (their count without weights)."""
+    if weights is None:
+        return w.reduce_over("ReduceSum", w.cast(valid, dtype.numpy), None, False)
+    picked = w.emit("Gather", [weights, w.emit("Where", [valid, t, w.const(0, np.int64)])], axis=0)
+    return w.reduce_over("ReduceSum", w.emit("Where", [valid, picked, w.const(0, dtype.numpy)]), None, False)
+
+
+def _onnx_reduced(w, rows, reduction, total, dtype, node):
+    """``rows`` reduced ('none', 'sum', or 'mean': over ``total``, a tensor name, or over the rows where
+    None) into the node's first result, cast to its dtype."""
+    if reduction == "sum" or (reduction == "mean" and total is not None):
+        rows = w.reduce_over("ReduceSum", rows, None, False)
+        if reduction == "mean":
+            rows = w.emit("Div", [rows, total])  # 0 / 0: NaN where no row counts, as the primitive's
+    elif reduction == "mean":
+        rows = w.reduce_over("ReduceMean", rows, None, False)
+    out_dtype = w.np_dtype(node.outputs[0])
+    if out_dtype != dtype.numpy:
+        w.emit("Cast", [rows], [w.out(node)], to=w.onnx_type(out_dtype))
+    else:
+        w.emit("Identity", [rows], [w.out(node)])
+
+
+def _onnx_classifier_loss(w, node, logits, target, weight, ignore_index, label_smoothing):
+    """LogSoftmax, NegativeLogLikelihoodLoss; with label smoothing, the weighted row sums of the
+    log-probabilities mixed in. The rows' statistics are the backward's: refused as a result."""
+    if node.outputs[1] is not None:
+        w.refuse("classifier_loss's row statistics (the backward's) as a result")
+    dtype = _onnx_dtype(w, logits)
+    logp = w.emit("LogSoftmax", [w.operand(logits, dtype)], axis=1)
+    rows, _, valid, weights = _onnx_class_rows(w, logp, target, weight, ignore_index, dtype)
+    if label_smoothing:
+        n_classes = w.static_size(logits.value, [1], "cross_entropy's label smoothing")
+        weighted = logp if weights is None else w.emit("Mul", [logp, weights])
+        smooth = w.reduce_over("ReduceSum", weighted, [1], False)
+        smooth = w.emit("Where", [valid, smooth, w.const(0, dtype.numpy)])
+        rows = w.emit(
+            "Sub",
+            [
+                w.emit("Mul", [rows, w.const(1.0 - label_smoothing, dtype.numpy)]),
+                w.emit("Mul", [smooth, w.const(label_smoothing / n_classes, dtype.numpy)]),
+            ],
+        )
+    _onnx_reduced(w, rows, "none", None, dtype, node)
+
+
+def _onnx_nll_loss(w, node, logp, target, weight, ignore_index, reduction):
+    dtype = _onnx_dtype(w, logp)
+    rows, t, valid, weights = _onnx_class_rows(w, w.operand(logp, dtype), target, weight, ignore_index, dtype)
+    total = None
+    if reduction == "mean" or node.outputs[1] is not None:
+        total = _onnx_total_weight(w, t, valid, weights, dtype)
+    if node.outputs[1] is not None:
+        w.emit("Cast", [total], [w.out(node, 1)], to=w.onnx_type(w.np_dtype(node.outputs[1])))
+    _onnx_reduced(w, rows, reduction, total, dtype, node)
+
+
+def _onnx_multi_margin_loss(w, node, scores, target, p, margin, weight, reduction):
+    """Each row's hinges ``margin - x[t] + x`` (GatherElements), those > 0 (a NaN one adds nothing), squared
+    for p = 2, weighted by ``w[t]``, the target's own left out, summed over the C classes / C."""
+    dtype = _onnx_dtype(w, scores)
+    n_classes = w.static_size(scores.value, [1], "multi_margin_loss")
+    x = w.operand(scores, dtype)
+    t = w.emit("Unsqueeze", [w.operand(target, dt.int64), w.const([1], np.int64)])  # (N, 1)
+    at_target = w.emit("GatherElements", [x, t], axis=1)
+    hinge = w.emit("Add", [w.emit("Sub", [w.const(margin, dtype.numpy), at_target]), x])
+    zero = w.const(0, dtype.numpy)
+    hinge = w.emit("Where", [w.emit("Greater", [hinge, zero]), hinge, zero])
+    if p == 2:
+        hinge = w.emit("Mul", [hinge, hinge])
+    if weight is not None:
+        hinge = w.emit("Mul", [hinge, w.emit("Gather", [w.operand(weight, dtype), t], axis=0)])
+    own = w.emit("Equal", [t, w.const(np.arange(n_classes), np.int64)])
+    hinge = w.emit("Where", [own, zero, hinge])
+    rows = w.emit("Div", [w.reduce_over("ReduceSum", hinge, [1], False), w.const(n_classes, dtype.numpy)])
+    _onnx_reduced(w, rows, reduction, None, dtype, node)
+
+
+lowering("classifier_loss", onnx=_onnx_classifier_loss)
+lowering("nll_loss", onnx=_onnx_nll_loss)
+lowering("multi_margin_loss", onnx=_onnx_multi_margin_loss)
