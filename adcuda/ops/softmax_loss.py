@@ -15,7 +15,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
+from ..tensor import Tensor as _Tensor
 from ..tensor import primitives
 from .autocast import is_enabled as autocast_enabled
 from .common import (
@@ -427,6 +429,51 @@ def _target_kind(op, input, target):
     return False
 
 
+_F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
+
+
+def _plain_classes(input, target, weight):
+    """Whether a class loss is the common case that the CPU primitives take as it is, with nothing to
+    record: float32/float64 (N, C) input of N * C > 0 values, int64 (N,) targets, no class weights or
+    (C,) ones of the input's dtype, all on the CPU. Such a call skips the general path's checks and
+    reshapes (several times the loss of a small batch); the primitive checks the targets in its pass."""
+    if input.__class__ is not _Tensor or target.__class__ is not _Tensor:
+        return False
+    x, t = input._data, target._data
+    if (
+        input._device is not CPU
+        or target._device is not CPU
+        or x.ndim != 2
+        or not x.size
+        or t.shape != x.shape[:1]
+        or t.dtype != _I64
+        or not (x.dtype == _F32 or x.dtype == _F64)
+    ):
+        return False
+    if weight is not None and (
+        weight.__class__ is not _Tensor
+        or weight._device is not CPU
+        or weight._data.dtype != x.dtype
+        or weight._data.shape != x.shape[1:]
+        or needs_grad(weight)
+    ):
+        return False
+    return not needs_grad(input)
+
+
+def _plain_nll_loss(op, logp, target, weight, ignore_index, reduction):
+    """nll_loss's primitive over ``_plain_classes`` operands -> the loss tensor; a target out of range is
+    named by ``op``."""
+    try:
+        loss = primitives(logp).nll_loss(
+            logp._data, target._data, None if weight is None else weight._data, ignore_index, reduction
+        )[0]
+    except IndexError:
+        _check_class_targets(op, target, logp.shape[1], ignore_index)
+        raise
+    return wrap(loss, logp._device)
+
+
 def _target_rows(target):
     """The class indices as one int64 row: the target itself where it already is one (a reshape and a
     conversion that change nothing still dispatch two ops on every loss call)."""
@@ -580,8 +627,12 @@ def cross_entropy(
     label_smoothing: float = 0.0,
 ) -> Tensor:
     name = "cross_entropy"
-    check_float(name, "input", input)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
+    if not label_smoothing and _plain_classes(input, target, weight):
+        # nothing records: one log_softmax and nll_loss's one pass (PyTorch's own composition)
+        logp = wrap(primitives(input).softmax(input._data, 1, True), input._device)
+        return _plain_nll_loss(name, logp, target, weight, ignore_index, reduction)
+    check_float(name, "input", input)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{name}: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     probabilities = _target_kind(name, input, target)
@@ -701,8 +752,10 @@ def nll_loss(
     reduction: str = "mean",
 ) -> Tensor:
     name = "nll_loss"
-    check_float(name, "input", input)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
+    if _plain_classes(input, target, weight):
+        return _plain_nll_loss(name, input, target, weight, ignore_index, reduction)
+    check_float(name, "input", input)
     check_tensor(name, "target", target)
     if target.dtype.category != dt.INTEGER:
         raise DTypeError(f"{name}: expected target of class indices with an integer dtype (int64), got {target.dtype}")
