@@ -253,6 +253,7 @@ def _softplus_grad(grad, scaled, threshold):
 
 @op(
     "softplus",
+    plain="unary",  # (softplus at its default beta and threshold)
     dtypes=FLOATING,
     doc="log(1 + exp(beta * input)) / beta, linear where beta * input > threshold.",
     node="SoftplusBackward0",
@@ -278,6 +279,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 @op(
     "logsigmoid",
+    plain="unary",
     dtypes=FLOATING,
     doc="log(sigmoid(input)), exact for very negative input.",
     node="LogSigmoidBackward0",
@@ -462,16 +464,21 @@ def _plain_classes(input, target, weight):
 
 
 def _plain_nll_loss(op, logp, target, weight, ignore_index, reduction):
-    """nll_loss's primitive over ``_plain_classes`` operands -> the loss tensor; a target out of range is
-    named by ``op``."""
+    """nll_loss's primitive over ``_plain_classes`` operands -> the loss tensor."""
     try:
         loss = primitives(logp).nll_loss(
             logp._data, target._data, None if weight is None else weight._data, ignore_index, reduction
         )[0]
     except IndexError:
-        _check_class_targets(op, target, logp.shape[1], ignore_index)
+        _name_targets(op, logp, target, ignore_index)
         raise
     return wrap(loss, logp._device)
+
+
+def _name_targets(op, input, target, ignore_index):
+    """After a CPU class loss primitive (which checks the targets in its pass) raised IndexError: the
+    target out of range, named by ``op``."""
+    _check_class_targets(op, target, input.shape[1], ignore_index)
 
 
 def _target_rows(target):
@@ -1018,6 +1025,7 @@ def _mish_grad(grad, input):
 
 @op(
     "mish",
+    plain="unary",
     dtypes=FLOATING,
     doc="input * tanh(softplus(input)).",
     node="MishBackward0",
@@ -1353,6 +1361,15 @@ def multi_margin_loss(
     reduction: str = "mean",
 ) -> Tensor:
     name = "multi_margin_loss"
+    if (p == 1 or p == 2) and p.__class__ is int and _plain_classes(input, target, weight):
+        reduction = _reduction_arg(name, size_average, reduce, reduction)
+        w = None if weight is None else weight._data
+        try:
+            loss = primitives(input).multi_margin_loss(input._data, target._data, p, float(margin), w, reduction)
+        except IndexError:
+            _name_targets(name, input, target, None)
+            raise
+        return wrap(loss, input._device)
     check_float(name, "input", input)
     check_tensor(name, "target", target)
     if p not in (1, 2):
