@@ -812,12 +812,23 @@ def _smooth_l1_grad(grad, input, target, beta, huber):
 def smooth_l1_terms(input: Tensor, target: Tensor, beta: float, huber: bool) -> Tensor:
     # one op over the backend, where the composition dispatched seven ops: |d| = |input - target|, then
     # 0.5 d**2 / beta or |d| - 0.5 beta (huber: 0.5 d**2 or beta (|d| - 0.5 beta)), PyTorch's formulas
-    diff = unary("abs", binary("sub", input, target))
-    square = binary("mul", binary("mul", 0.5 if huber else 0.5 / beta, diff), diff)
-    linear = binary("sub", diff, 0.5 * beta)
+    # on the arrays, in the promoted dtype (the tensor helpers' wrapping and promotion around each call
+    # cost as much as the calls)
+    bk, d = primitives(input), result_type(input, target)
+    diff = bk.unary("abs", bk.binary("sub", input._data, target._data, d))
+    square = bk.binary("mul", bk.binary("mul", 0.5 if huber else 0.5 / beta, diff, d), diff, d)
+    linear = bk.binary("sub", diff, 0.5 * beta, d)
     if huber:
-        linear = binary("mul", beta, linear)
-    return select(binary("lt", diff, beta), square, linear)
+        linear = bk.binary("mul", beta, linear, d)
+    return wrap(bk.where(bk.binary("lt", diff, beta, d), square, linear, d), input._device)
+
+
+_smooth_l1_terms = get("smooth_l1_terms").forward  # nothing to record: the forward alone, not the entry
+
+
+def _terms(op, forward, input, target, *args):
+    """A loss's terms: the op ``op`` where either operand records, else its ``forward`` alone."""
+    return (op if needs_grad(input) or needs_grad(target) else forward)(input, target, *args)
 
 
 @op(
@@ -844,7 +855,7 @@ def smooth_l1_loss(
         raise ValueError(f"{name}: beta must be non-negative, got {beta}")
     if beta == 0:  # the quadratic part vanishes: the L1 loss (and no division by beta)
         return _reduce(_abs(input - target), reduction)
-    return _reduce(smooth_l1_terms(input, target, beta, False), reduction)
+    return _reduce(_terms(smooth_l1_terms, _smooth_l1_terms, input, target, beta, False), reduction)
 
 
 @op(
@@ -864,7 +875,8 @@ def huber_loss(
     reduction = _reduction_arg(name, None, None, reduction)
     if delta <= 0:
         raise ValueError(f"{name}: delta must be positive, got {delta}")
-    return _weighted_reduce(name, smooth_l1_terms(input, target, delta, True), weight, reduction)
+    terms = _terms(smooth_l1_terms, _smooth_l1_terms, input, target, delta, True)
+    return _weighted_reduce(name, terms, weight, reduction)
 
 
 def _bce_input_grad(grad, input, target):
@@ -895,6 +907,9 @@ def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
     log_not_p = bk.clamp(bk.unary("log1p", bk.unary("neg", x)), -100.0, None)
     at_zero = bk.binary("mul", bk.binary("sub", t, 1.0, d), log_not_p, d)
     return wrap(bk.binary("sub", at_zero, bk.binary("mul", t, log_p, d), d), input._device)
+
+
+_binary_cross_entropy_terms = get("binary_cross_entropy_terms").forward  # nothing to record: the forward alone
 
 
 def _outside_unit_interval(t):
@@ -941,7 +956,7 @@ def binary_cross_entropy(
         raise ValueError(f"{name}: all elements of target (shape {fmt_shape(target.shape)}) should be between 0 and 1")
     if target.dtype is not input.dtype:
         target = target.to(dtype=input.dtype)
-    loss = binary_cross_entropy_terms(input, target)
+    loss = _terms(binary_cross_entropy_terms, _binary_cross_entropy_terms, input, target)
     if weight is not None:
         check_tensor(name, "weight", weight)
         if broadcast_shapes(name, tuple(weight.shape), tuple(input.shape)) != tuple(input.shape):
