@@ -293,9 +293,10 @@ def logsigmoid(input: Tensor) -> Tensor:
     return _float_unary("logsigmoid", input)
 
 
-def _softplus_of_negated(x):
-    """softplus(-x) = log1p(exp(-|x|)) + relu(-x), on the backend: it never exponentiates a positive number."""
-    return binary("add", unary("log1p", unary("exp", unary("neg", unary("abs", x)))), unary("relu", unary("neg", x)))
+def _softplus_of_negated(bk, x):
+    """softplus(-x) = log1p(exp(-|x|)) + relu(-x) of array ``x``: -logsigmoid(x), whose one primitive
+    computes min(x, 0) - log1p(exp(-|x|)) (negated exactly: it never exponentiates a positive number)."""
+    return bk.unary("neg", bk.unary("logsigmoid", x))
 
 
 def _bce_logits_input_grad(grad, input, target, pos_weight):
@@ -324,11 +325,16 @@ def _bce_logits_target_grad(grad, input, pos_weight):
 def binary_cross_entropy_with_logits_terms(input: Tensor, target: Tensor, pos_weight: Tensor | None) -> Tensor:
     # (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): the log-sigmoid form, finite for any logit, on
     # the backend (the ops of the formula dispatched six times)
-    linear = binary("mul", binary("sub", 1.0, target), input)
-    smooth = _softplus_of_negated(input)
+    bk, d, t = primitives(input), result_type(input, target, pos_weight), target._data
+    linear = bk.binary("mul", bk.binary("sub", 1.0, t, d), input._data, d)
+    smooth = _softplus_of_negated(bk, input._data)
     if pos_weight is not None:
-        smooth = binary("mul", binary("add", 1.0, binary("mul", binary("sub", pos_weight, 1.0), target)), smooth)
-    return binary("add", linear, smooth)
+        scale = bk.binary("add", 1.0, bk.binary("mul", bk.binary("sub", pos_weight._data, 1.0, d), t, d), d)
+        smooth = bk.binary("mul", scale, smooth, d)
+    return wrap(bk.binary("add", linear, smooth, d), input._device)
+
+
+_bce_with_logits_terms = get("binary_cross_entropy_with_logits_terms").forward  # nothing to record: the forward
 
 
 @op(
@@ -365,7 +371,7 @@ def binary_cross_entropy_with_logits(
                     f"{name}: {what} of shape {fmt_shape(extra.shape)} does not broadcast to "
                     f"the input's shape {fmt_shape(input.shape)}"
                 )
-    loss = binary_cross_entropy_with_logits_terms(input, target, pos_weight)
+    loss = _terms(binary_cross_entropy_with_logits_terms, _bce_with_logits_terms, input, target, pos_weight)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
@@ -826,9 +832,9 @@ def smooth_l1_terms(input: Tensor, target: Tensor, beta: float, huber: bool) -> 
 _smooth_l1_terms = get("smooth_l1_terms").forward  # nothing to record: the forward alone, not the entry
 
 
-def _terms(op, forward, input, target, *args):
-    """A loss's terms: the op ``op`` where either operand records, else its ``forward`` alone."""
-    return (op if needs_grad(input) or needs_grad(target) else forward)(input, target, *args)
+def _terms(op, forward, *args):
+    """A loss's terms: the op ``op`` where a tensor of ``args`` records, else its ``forward`` alone."""
+    return (op if needs_grad(*args) else forward)(*args)
 
 
 @op(
@@ -987,11 +993,20 @@ def _kl_div_target_grad(grad, input, target, log_target):
 )
 def kl_div_terms(input: Tensor, target: Tensor, log_target: bool) -> Tensor:
     # on the backend, where the formula's ops dispatched five or six times
+    if target.dtype is input.dtype:  # (the common case: on the arrays, without each step's wrapping)
+        bk, d, x, t = primitives(input), input.dtype, input._data, target._data
+        if log_target:
+            return wrap(bk.binary("mul", bk.unary("exp", t), bk.binary("sub", t, x, d), d), input._device)
+        logged = bk.unary("log", bk.where(bk.binary("gt", t, 0.0, d), t, 1.0, d))
+        return wrap(bk.binary("sub", bk.binary("mul", t, logged, d), bk.binary("mul", t, x, d), d), input._device)
     if log_target:
         return binary("mul", unary("exp", target), binary("sub", target, input))
     # t (log t - input), with 0 where t = 0 (xlogy); the log reads 1 there so no -inf is made
     logged = unary("log", select(binary("gt", target, 0.0), target, 1.0))
     return binary("sub", binary("mul", target, logged), binary("mul", target, input))
+
+
+_kl_div_terms = get("kl_div_terms").forward  # nothing to record: the forward alone
 
 
 @op(
@@ -1015,7 +1030,7 @@ def kl_div(
     _check_pair(name, input, target)
     if reduction != "batchmean":
         reduction = _reduction_arg(name, size_average, reduce, reduction)
-    loss = kl_div_terms(input, target, log_target)
+    loss = _terms(kl_div_terms, _kl_div_terms, input, target, log_target)
     if reduction == "batchmean":
         total = _reduce(loss, "sum")
         if not input.ndim:
@@ -1171,7 +1186,12 @@ def _soft_margin_grad(grad, input, target, of):
 )
 def soft_margin_terms(input: Tensor, target: Tensor) -> Tensor:
     # softplus(-t x) on the backend, where its ops dispatched three times
-    return _softplus_of_negated(binary("mul", target, input))
+    bk = primitives(input)
+    product = bk.binary("mul", target._data, input._data, result_type(target, input))
+    return wrap(_softplus_of_negated(bk, product), input._device)
+
+
+_soft_margin_terms = get("soft_margin_terms").forward  # nothing to record: the forward alone
 
 
 @_loss_function("soft_margin_loss", "log(1 + exp(-target * input)), reduced.")
@@ -1185,7 +1205,7 @@ def soft_margin_loss(
     name = "soft_margin_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    return _reduce(soft_margin_terms(input, target), reduction)
+    return _reduce(_terms(soft_margin_terms, _soft_margin_terms, input, target), reduction)
 
 
 @_loss_function(
