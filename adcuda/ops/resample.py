@@ -280,7 +280,10 @@ def interpolate(
 
 
 def _on_planes(resample, input, out_size, scales, flag):
-    """resample (a 2-d op) over input (N, C, *spatial), a 1-d input as planes of one row."""
+    """resample (a 2-d op) over input (N, C, *spatial), a 1-d input as planes of one row; where nothing
+    records, the op's forward alone (its entry costs as much as resampling a small batch)."""
+    if not needs_grad(input):
+        resample = resample.op.forward
     if input.ndim == 3:
         return resample(input.unsqueeze(2), (1,) + tuple(out_size), (1.0,) + scales, flag).squeeze(2)
     return resample(input, tuple(out_size), scales, flag)
