@@ -1088,21 +1088,22 @@ def _glu_grad(grad, input, dim):
 )
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     check_tensor("glu", "input", input)
-    if input.ndim == 0:
+    x = input._data
+    shape = x.shape
+    if not shape:
         raise ShapeError("glu: does not support scalars (0-d tensors)")
-    axis = wrap_dim(dim, input.ndim, "glu")
-    if input.shape[axis] % 2:
+    axis = wrap_dim(dim, len(shape), "glu")
+    if shape[axis] % 2:
         raise ShapeError(
-            f"glu: halving dimension must be even, but dimension {axis} of input {fmt_shape(input.shape)} "
-            f"is size {input.shape[axis]}"
+            f"glu: halving dimension must be even, but dimension {axis} of input {fmt_shape(shape)} "
+            f"is size {shape[axis]}"
         )
     # the halves as the backend's slices and one sigmoid and one product: the chunk, slices, sigmoid and
-    # product as ops dispatched five times
-    bk, half = primitives(input), input.shape[axis] // 2
+    # product as ops dispatched five times (the product reads the first half where it is)
+    bk, half = primitives(input), shape[axis] // 2
     lead = (slice(None),) * axis
-    a = bk.contiguous(bk.slice(input._data, lead + (slice(0, half),)))
-    gate = bk.unary("sigmoid", bk.contiguous(bk.slice(input._data, lead + (slice(half, None),))))
-    return wrap(bk.binary("mul", a, gate, input.dtype), input._device)
+    gate = bk.unary("sigmoid", bk.contiguous(bk.slice(x, lead + (slice(half, None),))))
+    return wrap(bk.binary("mul", bk.slice(x, lead + (slice(0, half),)), gate, input.dtype), input._device)
 
 
 def _loss_function(name, doc):
