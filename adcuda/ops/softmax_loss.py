@@ -1312,10 +1312,39 @@ def cosine_embedding_loss(
         )
     reduction = _reduction_arg(name, size_average, reduce, reduction)
     eps = 1e-12  # PyTorch's: added to each squared magnitude
+    if not needs_grad(input1, input2):
+        return _reduce(_cosine_embedding_terms(input1, input2, target, float(margin), eps), reduction)
     product = _sum(input1 * input2, -1)
     cos = product / ((_sum(input1 * input1, -1) + eps) * (_sum(input2 * input2, -1) + eps)).sqrt()
     loss = where(target == 1, 1 - cos, 0.0) + where(target == -1, clamp(cos - margin, min=0.0), 0.0)
     return _reduce(loss, reduction)
+
+
+def _cosine_embedding_terms(input1, input2, target, margin, eps):
+    """cosine_embedding_loss's unreduced terms where nothing records: the formula below on the backend's
+    arrays (a dozen calls where its ops dispatched as many times)."""
+    bk, d, a, b = primitives(input1), result_type(input1, input2), input1._data, input2._data
+    axis = (a.ndim - 1,)
+
+    def total(u, v):
+        return bk.reduce("sum", bk.binary("mul", u, v, d), axis, False)
+
+    norms = bk.binary("mul", bk.binary("add", total(a, a), eps, d), bk.binary("add", total(b, b), eps, d), d)
+    cos = bk.binary("div", total(a, b), bk.unary("sqrt", norms), d)
+    t, td = target._data, target.dtype
+    similar = bk.where(bk.binary("eq", t, 1, td), bk.binary("sub", 1.0, cos, d), 0.0, d)
+    apart = bk.where(bk.binary("eq", t, -1, td), bk.clamp(bk.binary("sub", cos, margin, d), 0.0, None), 0.0, d)
+    return wrap(bk.binary("add", similar, apart, d), input1._device)
+
+
+def _triplet_hinge(d_positive, d_negative, margin):
+    """max(0, margin + d_positive - d_negative): on the arrays where nothing records (the three ops'
+    dispatch costs more than the arithmetic)."""
+    if needs_grad(d_positive, d_negative):
+        return clamp(margin + d_positive - d_negative, min=0.0)
+    bk, d = primitives(d_positive), result_type(d_positive, d_negative)
+    total = bk.binary("sub", bk.binary("add", d_positive._data, float(margin), d), d_negative._data, d)
+    return wrap(bk.clamp(total, 0.0, None), d_positive._device)
 
 
 @_loss_function("triplet_margin_loss", "max(0, d(anchor, positive) - d(anchor, negative) + margin), reduced.")
@@ -1342,7 +1371,7 @@ def triplet_margin_loss(
     d_negative = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_negative = minimum(d_negative, pairwise_distance(positive, negative, p, eps))
-    return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)
+    return _reduce(_triplet_hinge(d_positive, d_negative, margin), reduction)
 
 
 def _multi_margin_grad(grad, rows, labels, p, margin, weight, reduction):
@@ -1454,7 +1483,7 @@ def triplet_margin_with_distance_loss(
     d_positive, d_negative = distance(anchor, positive), distance(anchor, negative)
     if swap:
         d_negative = minimum(d_negative, distance(positive, negative))
-    return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)
+    return _reduce(_triplet_hinge(d_positive, d_negative, margin), reduction)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
