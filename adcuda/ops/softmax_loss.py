@@ -1156,6 +1156,9 @@ def hinge_embedding_terms(input: Tensor, target: Tensor, margin: float) -> Tenso
     return binary("add", margin_part, select(binary("ne", target, -1.0), input, 0.0))
 
 
+_hinge_embedding_terms = get("hinge_embedding_terms").forward  # nothing to record: the forward alone
+
+
 @_loss_function("hinge_embedding_loss", "input where target is 1, max(0, margin - input) where it is -1, reduced.")
 def hinge_embedding_loss(
     input: Tensor,
@@ -1168,7 +1171,7 @@ def hinge_embedding_loss(
     name = "hinge_embedding_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    return _reduce(hinge_embedding_terms(input, target, float(margin)), reduction)
+    return _reduce(_terms(hinge_embedding_terms, _hinge_embedding_terms, input, target, float(margin)), reduction)
 
 
 def _soft_margin_grad(grad, input, target, of):
@@ -1246,6 +1249,9 @@ def poisson_nll_terms(input: Tensor, target: Tensor) -> Tensor:
     return binary("sub", unary("exp", input), binary("mul", target, input))
 
 
+_poisson_nll_terms = get("poisson_nll_terms").forward  # nothing to record: the forward alone
+
+
 @_loss_function("poisson_nll_loss", "The Poisson negative log likelihood of target given rate input (or log rate).")
 def poisson_nll_loss(
     input: Tensor,
@@ -1260,7 +1266,10 @@ def poisson_nll_loss(
     name = "poisson_nll_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    loss = poisson_nll_terms(input, target) if log_input else input - target * log(input + eps)
+    if log_input:
+        loss = _terms(poisson_nll_terms, _poisson_nll_terms, input, target)
+    else:
+        loss = input - target * log(input + eps)
     if full:  # Stirling's term target log target - target + log(2 pi target) / 2, where target > 1
         safe = where(target > 1, target, 1.0)
         stirling = safe * log(safe) - safe + 0.5 * log(2 * math.pi * safe)
