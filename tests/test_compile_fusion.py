@@ -508,7 +508,9 @@ def test_an_out_of_range_target_still_raises_on_replay():
     x = adcuda.randn(2, 4)
     loss_of(x, adcuda.tensor([0, 2]))
     loss_of(x, adcuda.tensor([1, 2]))
-    assert "host step _check_class_targets" in str(loss_of.programs[0])
+    # checked on every replay: by a host step, or on the CPU inside the nll_loss primitive's one pass
+    program = str(loss_of.programs[0])
+    assert "host step _check_class_targets" in program or "nll_loss(" in program
     with pytest.raises(IndexOutOfRangeError, match="target 3 is out of bounds for 3 classes"):
         loss_of(x, adcuda.tensor([0, 3]))
     loss_of(x, adcuda.tensor([-100, 1]))  # ignore_index passes

@@ -200,3 +200,37 @@ def test_class_target_check_names_the_first_target_out_of_range():
     F.nll_loss(x, adcuda.tensor([[0, -1, 2, 1], [-1, 2, 1, 2]]), ignore_index=-1)  # ignore_index passes
     empty = F.cross_entropy(adcuda.tensor(rnd(0, 3, 4)), adcuda.zeros(0, 4, dtype=adcuda.int64), reduction="sum")
     assert empty.item() == 0.0  # no targets: nothing to check
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_the_plain_class_loss_path_keeps_values_errors_and_recording(loss):
+    # float32 (N, C) input, int64 targets and nothing to record take the primitives' direct path
+    # (ops/softmax_loss.py's _plain_classes): the same values as PyTorch's, the targets checked and named
+    # by the op, and an input that requires grad still recorded
+    torch = pytest.importorskip("torch")
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    t = np.array([0, 4, -100, 2, 1, 4])
+    w = rng.random(5).astype(np.float32)
+    f, ref = getattr(F, loss), getattr(torch.nn.functional, loss)
+    for reduction in ("mean", "sum", "none"):
+        for weight in (None, w):
+            got = f(
+                adcuda.tensor(x),
+                adcuda.tensor(t),
+                None if weight is None else adcuda.tensor(weight),
+                reduction=reduction,
+            )
+            expected = ref(
+                torch.tensor(x), torch.tensor(t), None if weight is None else torch.tensor(weight), reduction=reduction
+            )
+            assert got.dtype == adcuda.float32 and tuple(got.shape) == tuple(expected.shape)
+            np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(IndexOutOfRangeError, match=f"^{loss}: target 5 is out of bounds"):
+        f(adcuda.tensor(x), adcuda.tensor([0, 1, 2, 3, 4, 5]))
+    leaf = adcuda.tensor(x, requires_grad=True)
+    f(leaf, adcuda.tensor(t)).backward()
+    expected = torch.tensor(x, requires_grad=True)
+    ref(expected, torch.tensor(t)).backward()
+    np.testing.assert_allclose(leaf.grad.numpy(), expected.grad.numpy(), rtol=1e-5, atol=1e-6)

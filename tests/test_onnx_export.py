@@ -444,3 +444,64 @@ def test_refused_padding_says_why():
         adcuda.onnx.export(_Resampled(pad=dict(pad=(-1, 2), mode="reflect")), (adcuda.randn(1, 2, 5),), io.BytesIO())
     with pytest.raises(ExportError, match="circular padding below opset 19"):
         adcuda.onnx.export(_Resampled(pad=dict(pad=(1, 1), mode="circular")), (adcuda.randn(1, 2, 5),), io.BytesIO())
+
+
+class ClassLoss(nn.Module):
+    """A classifier head ending in a class loss (its class weights a buffer, a constant of the graph)."""
+
+    def __init__(self, loss, weighted, **options):
+        super().__init__()
+        self.head = nn.Linear(4, 5)
+        self.loss, self.options = loss, options
+        self.register_buffer("weight", adcuda.tensor([0.5, 2.0, 1.0, 0.25, 3.0]) if weighted else None)
+
+    def forward(self, x, y):
+        logits = self.head(x)
+        if self.loss == "nll_loss":
+            return F.nll_loss(F.log_softmax(logits, 1), y, self.weight, **self.options)
+        return getattr(F, self.loss)(logits, y, weight=self.weight, **self.options)
+
+
+CLASS_LOSSES = [
+    ("cross_entropy", False, {}, "NegativeLogLikelihoodLoss"),
+    ("cross_entropy", True, {"ignore_index": 1, "reduction": "sum"}, "NegativeLogLikelihoodLoss"),
+    ("cross_entropy", True, {"label_smoothing": 0.2, "ignore_index": 3, "reduction": "none"}, "ReduceSum"),
+    ("cross_entropy", False, {"label_smoothing": 0.1, "ignore_index": 1}, "ReduceSum"),
+    ("nll_loss", False, {"ignore_index": 3}, "NegativeLogLikelihoodLoss"),
+    ("nll_loss", True, {"reduction": "none"}, "NegativeLogLikelihoodLoss"),
+    ("nll_loss", True, {"ignore_index": 1, "reduction": "mean"}, "NegativeLogLikelihoodLoss"),
+    ("multi_margin_loss", False, {}, "GatherElements"),
+    ("multi_margin_loss", True, {"p": 2, "margin": 0.5, "reduction": "sum"}, "GatherElements"),
+    ("multi_margin_loss", True, {"reduction": "none"}, "GatherElements"),
+]
+
+
+@needs_onnx
+@pytest.mark.parametrize("loss, weighted, options, operator", CLASS_LOSSES)
+def test_class_losses_with_weights_ignored_targets_and_reductions(loss, weighted, options, operator):
+    # the fused primitives (classifier_loss, nll_loss, multi_margin_loss) as standard operators: onnxruntime's
+    # values are adcuda's, at another batch size too, and with every target ignored (the mean's 0 / 0)
+    adcuda.manual_seed(0)
+    model = ClassLoss(loss, weighted, **options)
+    proto = export_and_compare(
+        model,
+        (adcuda.randn(6, 4), adcuda.tensor([0, 1, 2, 3, 4, 1])),
+        dynamic_axes={"x0": {0: "batch"}, "x1": {0: "batch"}},
+        other_args=[
+            (adcuda.randn(3, 4), adcuda.tensor([4, 3, 3])),
+            (adcuda.randn(2, 4) * 30, adcuda.tensor([options.get("ignore_index", 0)] * 2)),
+        ],
+    )
+    assert operator in op_types(proto)
+
+
+@needs_onnx
+def test_class_loss_of_float64_logits_and_its_module():
+    model = nn.Sequential(nn.Linear(3, 4).double())
+    criterion = nn.CrossEntropyLoss(weight=adcuda.tensor([1.0, 2.0, 0.5, 1.5]))
+
+    class Head(nn.Module):
+        def forward(self, x, y):
+            return criterion(model(x), y), F.nll_loss(F.log_softmax(model(x), 1), y, reduction="sum")
+
+    export_and_compare(Head(), (adcuda.randn(5, 3, dtype=adcuda.float64), adcuda.tensor([0, 3, 2, 1, 1])))

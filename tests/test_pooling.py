@@ -200,3 +200,24 @@ def test_bicubic_on_cuda_matches_the_cpu(dtype, align_corners):
     tolerance = dict(rtol=1e-5, atol=1e-5) if dtype is adcuda.float32 else dict(rtol=2e-2, atol=2e-2)
     for got, expected in zip(results["cuda"], results["cpu"]):
         np.testing.assert_allclose(got, expected, **tolerance)
+
+
+def test_planned_calls_check_and_record_as_the_first():
+    # a call's checked arguments are remembered per input shape and dtype (ops/pooling.py's plans): a
+    # later call with a float kernel, an integer input of the same shape, or an input that requires grad
+    # must still be refused or recorded as the first call would
+    x = adcuda.randn(2, 3, 8)
+    for _ in range(2):
+        assert F.max_pool1d(x, 2).shape == (2, 3, 4)
+        assert F.avg_pool1d(x, 2).shape == (2, 3, 4)
+        assert F.max_pool1d(x[0], 2).shape == (3, 4)  # unbatched: its own plan
+    with pytest.raises(adcuda.errors.AdcudaError, match="max_pool1d"):
+        F.max_pool1d(x, 2.0)
+    with pytest.raises(ShapeError, match="floating point"):
+        F.avg_pool1d(adcuda.zeros(2, 3, 8, dtype=adcuda.int64), 2)
+    w = x.clone().requires_grad_()
+    for pool in (F.max_pool1d, F.avg_pool1d, F.adaptive_avg_pool1d, F.adaptive_max_pool1d):
+        y = pool(w, 2)
+        assert y.grad_fn is not None and y.shape[:2] == (2, 3)
+        y.sum().backward()
+    assert w.grad is not None and w.grad.shape == (2, 3, 8)

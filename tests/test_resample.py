@@ -315,3 +315,16 @@ def test_pad_backward_is_the_forwards_transpose():
         # rounding is relative to the terms summed, not to their sum, which can cancel to near zero
         scale = float(np.abs(y * g).sum())
         assert math.isclose(float((y * g).sum()), float((x * dx).sum()), rel_tol=1e-12, abs_tol=1e-13 * scale), mode
+
+
+def test_empty_cache_drops_the_kept_base_grids():
+    # affine_grid keeps its base grid per (size, dtype, device): on CUDA a kept array holds a memory
+    # block, so adcuda.cuda.empty_cache() drops the kept grids (made again on the next call)
+    from adcuda.ops import resample
+
+    theta = adcuda.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])
+    first = F.affine_grid(theta, (1, 1, 3, 4), align_corners=False)
+    assert resample._BASE_GRIDS
+    adcuda.cuda.empty_cache()
+    assert not resample._BASE_GRIDS
+    np.testing.assert_array_equal(F.affine_grid(theta, (1, 1, 3, 4), align_corners=False).numpy(), first.numpy())

@@ -320,9 +320,13 @@ class _Declared:
 
     def __getattr__(self, name: str) -> Callable[..., None]:
         try:
-            return DECLARED[name]
+            check = DECLARED[name]
         except KeyError:
             raise AttributeError(f"no @primitive declaration of {name!r}") from None
+        # kept as an attribute: later reads find it without this Python call (a primitive's every call
+        # reads it; declarations are made once, at import, and never replaced)
+        setattr(self, name, check)
+        return check
 
 
 declared = _Declared()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import _native
+from ..backends import device_caches
 from .devices import _device_index
 from .errors import OutOfMemoryError
 from .fork import is_initialized
@@ -111,6 +112,8 @@ reset_max_memory_allocated = reset_peak_memory_stats
 def empty_cache() -> None:
     """Give every segment with no block in use back to CUDA, after the work that may still use its
     blocks is done. Memory held by live tensors is not freed, nor the free blocks that share a segment
-    with them (``inactive_split_bytes``)."""
+    with them (``inactive_split_bytes``). The ops' caches of constant arrays (per-shape grids) are
+    dropped first, so that none keeps a block alive."""
+    device_caches.clear_all()
     if _runtime_ready():
         _native._C.empty_cache()

@@ -501,6 +501,22 @@ elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
 """
 
 
+# The direct lane of an op declared with ``direct=fn`` (registry.py; one that records nothing itself):
+# while no hook is attached (``_plain``), the entry first calls ``fn`` with the forward's parameters by
+# position, and returns what it gives unless that is None. ``fn`` is the op's common case in one frame
+# (a factory's host array wrapped, a draw of the host module): the forward's keyword call, NumPy's error
+# state switch (``fn`` makes no call that can warn) and the forward's helper frames are most of a small
+# factory's cost. An error in it is the path's to raise, named: the call takes the path below.
+_DIRECT_SOURCE = """        if _plain:
+            try:
+                _r = KERNEL({arguments})
+            except Exception:
+                _r = None  # the path below raises the op's named error
+            if _r is not None:
+                return _r
+"""
+
+
 def _indented(source, spaces):
     return "".join(" " * spaces + line if line else line for line in source.splitlines(keepends=True))
 
@@ -810,6 +826,8 @@ def _generated_entry(op):
     keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
     op.tensor_params = _tensor_params(op)
     lane, kernel = _lane(op, defaults, values) if op.plain is not None else ("", None)
+    if op.direct is not None:
+        lane, kernel = _DIRECT_SOURCE.format(arguments=", ".join(values)), op.direct
     if op.composite or not op.differentiable:
         source = _PLAIN_SOURCE.format(
             signature=", ".join(signature),

@@ -19,6 +19,7 @@ import numpy as np
 from .. import dtypes as dt
 from .._native import _C
 from ..autograd.graph import needs_grad
+from ..backends import device_caches
 from ..backends.cpu import slice as _cpu_slice
 from ..device import CPU
 from ..errors import (
@@ -755,6 +756,7 @@ def _one_hot_bounds(input):
 # the position grids of _scatter_key by (index shape, dim, device): made anew they cost a primitive pair a dim
 _SCATTER_GRIDS: dict[Any, tuple[Any, ...]] = {}
 _SCATTER_GRIDS_KEPT = 64
+device_caches.register(_SCATTER_GRIDS.clear)  # (adcuda.cuda.empty_cache() drops them)
 
 
 def _scatter_key(index, d):
@@ -1018,6 +1020,7 @@ def _nonzero(input, as_tuple):
 
 # the coordinate grids of _coordinate_grid by (shape, device), for shapes of up to _GRID_KEPT_SIZE elements
 _COORDINATE_GRIDS: dict[Any, Any] = {}
+device_caches.register(_COORDINATE_GRIDS.clear)  # (adcuda.cuda.empty_cache() drops them)
 _GRIDS_KEPT = 64
 _GRID_KEPT_SIZE = 4096
 

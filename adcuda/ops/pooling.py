@@ -21,7 +21,7 @@ from .common import batched_input, check_tensor, dense, host_extremes, int_tuple
 from .dtype_support import FLOATING, NUMBERS
 from .index import _scatter_key
 from .layout import pad as _pad
-from .registry import get, lowering, op
+from .registry import lowering, op
 
 if TYPE_CHECKING:
     from ..types import Sequence
@@ -36,20 +36,64 @@ def _viewed(t, shape):
     return wrap(primitives(t).view(dense(t), shape), t._device)
 
 
-def _as_2d(x, spatial):
-    """x (N, C, *spatial) as (N, C, H, W): 1-d pooling is 2-d pooling over planes of one row."""
-    return x if spatial == 2 else _viewed(x, tuple(x.shape[:2]) + (1,) + tuple(x.shape[2:]))
+def _array_2d(bk, input, shape4):
+    """The array of ``input`` as the (N, C, H, W) ``shape4`` (None: as it is) that a 2-d pooling primitive
+    reads, where nothing records."""
+    return input._data if shape4 is None else bk.view(bk.contiguous(input._data), shape4)
 
 
-def _from_2d(out, spatial, batched):
-    """A 2-d pooling's (N, C, H, W) result in its input's layout: without 1-d pooling's one row, and
-    without the batch dim ``batched_input`` added to an unbatched input."""
-    shape = tuple(out.shape)
-    if spatial == 1:
-        shape = shape[:2] + shape[3:]
-    if not batched:
-        shape = shape[1:]
-    return out if shape == tuple(out.shape) else _viewed(out, shape)
+def _shape_2d(x, spatial):
+    """The (N, C, H, W) shape of x (N, C, *spatial): 1-d pooling is 2-d pooling over planes of one row."""
+    shape = tuple(x.shape)
+    return shape if spatial == 2 else shape[:2] + (1,) + shape[2:]
+
+
+def _shapes(input, shape4, out_size, spatial):
+    """(the (N, C, H, W) view the 2-d primitive reads, the layout of its (N, C, Ho, Wo) result in the
+    input's: without 1-d pooling's one row and the batch dim ``batched_input`` adds to an unbatched
+    input), each None where it is the array's own."""
+    out_shape = tuple(shape4[:2]) + tuple(out_size)
+    layout = out_shape if spatial == 2 else out_shape[:2] + out_shape[3:]
+    if input.ndim == spatial + 1:  # unbatched
+        layout = layout[1:]
+    return (None if shape4 == tuple(input.shape) else shape4), (None if layout == out_shape else layout)
+
+
+# Per-call plans: a pooling call's arguments checked and brought to the 2-d primitive's once per input
+# shape and dtype and arguments (a training run, a benchmark, repeats a few), where the per-call checks
+# and the views of 1-d pooling cost several times the pooling of a small batch.
+_PLANS: dict = {}
+_PLAN_LIMIT = 1024
+
+
+def _plain(arguments):
+    """Whether ``arguments`` may key a plan: ints, bools, None, tuples of ints (not floats, 2.0 == 2 in a
+    dict where the checks refuse 2.0; not lists, which cannot key one)."""
+    for a in arguments:
+        cls = a.__class__
+        if cls is tuple:
+            for item in a:
+                if item.__class__ is not int:
+                    return False
+        elif cls is not int and cls is not bool and a is not None:
+            return False
+    return True
+
+
+def _plan(op, input, arguments, make, spatial):
+    """``make(op, input, spatial, *arguments)`` (it checks them all, raising as the op does), remembered
+    for the input's shape and dtype where ``arguments`` are plain."""
+    if input.__class__ is not Tensor or not _plain(arguments):
+        return make(op, input, spatial, *arguments)
+    data = input._data
+    key = (op, data.shape, data.dtype, arguments)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = make(op, input, spatial, *arguments)
+        if len(_PLANS) >= _PLAN_LIMIT:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
 
 
 def _window_args(op, kernel_size, stride, padding, spatial):
@@ -133,17 +177,40 @@ def _pooled(input, values, indices):
 
 
 def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, spatial):
-    x, batched = batched_input(op, input, spatial)
+    arguments = (kernel_size, stride, padding, dilation, ceil_mode)
+    plan = _plan(op, input, arguments, _max_pool_plan, spatial)
+    shape4, out_shape, kernel, stride, padding, dilation, out_size = plan
+    if return_indices or needs_grad(input):
+        x = input if shape4 is None else _viewed(input, shape4)
+        bk = primitives(x)
+        values, indices = bk.max_pool2d(x._data, kernel, stride, padding, dilation, out_size)
+        return _max_result(x, bk, values, indices, out_shape, return_indices)
+    bk = primitives(input)  # nothing records: the arrays alone
+    values = bk.max_pool2d(_array_2d(bk, input, shape4), kernel, stride, padding, dilation, out_size)[0]
+    return wrap(values if out_shape is None else bk.view(values, out_shape), input._device)
+
+
+def _max_result(x, bk, values, indices, out_shape, return_indices):
+    """The pooled values (and indices) of x (N, C, H, W) in the input's layout ``out_shape`` (None: as
+    they are), recorded through max_pool2d_select where a gradient is needed."""
+    if not (return_indices or needs_grad(x)):
+        return wrap(values if out_shape is None else bk.view(values, out_shape), x._device)
+    values, indices = wrap(values, x._device), wrap(indices, x._device)
+    out = _pooled(x, values, indices)
+    if out_shape is not None:
+        out, indices = _viewed(out, out_shape), _viewed(indices, out_shape)
+    return (out, indices) if return_indices else out
+
+
+def _max_pool_plan(op, input, spatial, kernel_size, stride, padding, dilation, ceil_mode):
+    x, _ = batched_input(op, input, spatial)
     kernel, stride, padding = _window_args(op, kernel_size, stride, padding, spatial)
     dilation = int_tuple(op, "dilation", dilation, spatial)
-    if spatial == 1:
-        x = _as_2d(x, 1)
-        kernel, stride, padding, dilation = (1,) + kernel, (1,) + stride, (0,) + padding, (1,) + dilation
-    out_size = _pool_sizes(op, tuple(x.shape), kernel, stride, padding, dilation, ceil_mode)
-    values, indices = primitives(x).max_pool2d(x._data, kernel, stride, padding, dilation, out_size)
-    values, indices = wrap(values, x._device), wrap(indices, x._device)
-    out = _from_2d(_pooled(x, values, indices), spatial, batched)
-    return (out, _from_2d(indices, spatial, batched)) if return_indices else out
+    lead = (1,) * (2 - spatial)  # 1-d: a kernel of one row, no padding along it
+    kernel, stride, padding, dilation = lead + kernel, lead + stride, (0,) * (2 - spatial) + padding, lead + dilation
+    shape4 = _shape_2d(x, spatial)
+    out_size = _pool_sizes(op, shape4, kernel, stride, padding, dilation, ceil_mode)
+    return _shapes(input, shape4, out_size, spatial) + (kernel, stride, padding, dilation, out_size)
 
 
 @op(
@@ -204,24 +271,29 @@ def adaptive_max_pool2d(
 
 
 def _adaptive_max(name, input, output_size, return_indices, spatial):
-    x, batched = batched_input(name, input, spatial)
-    out_size = (1,) * (2 - spatial) + _adaptive_size(name, x, output_size, spatial)
-    x = _as_2d(x, spatial)
-    if x.shape[2] == 0 or x.shape[3] == 0:
-        raise ShapeError(f"{name}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
-    (h, w), (ho, wo) = x.shape[2:], out_size
-    if ho and wo and h % ho == 0 and w % wo == 0:
-        # equal windows (the common case: 8x8 to 4x4, any size to 1x1): PyTorch's adaptive bounds are
-        # then the fixed windows of kernel = stride = size / output size, whose primitive takes the
-        # taps as whole-array passes instead of one pass per output position (the same first-maximum
-        # and last-NaN rules, the same flat indices)
-        kernel = (h // ho, w // wo)
-        values, indices = primitives(x).max_pool2d(x._data, kernel, kernel, (0, 0), (1, 1), out_size)
+    shape4, out_shape, kernel, out_size = _plan(name, input, (output_size,), _adaptive_max_plan, spatial)
+    x = input if shape4 is None else _viewed(input, shape4)
+    bk = primitives(x)
+    if kernel is not None:
+        values, indices = bk.max_pool2d(x._data, kernel, kernel, (0, 0), (1, 1), out_size)
     else:
-        values, indices = primitives(x).adaptive_max_pool2d(x._data, out_size)
-    values, indices = wrap(values, x._device), wrap(indices, x._device)
-    out = _from_2d(_pooled(x, values, indices), spatial, batched)
-    return (out, _from_2d(indices, spatial, batched)) if return_indices else out
+        values, indices = bk.adaptive_max_pool2d(x._data, out_size)
+    return _max_result(x, bk, values, indices, out_shape, return_indices)
+
+
+def _adaptive_max_plan(name, input, spatial, output_size):
+    x, _ = batched_input(name, input, spatial)
+    out_size = (1,) * (2 - spatial) + _adaptive_size(name, x, output_size, spatial)
+    shape4 = _shape_2d(x, spatial)
+    if shape4[2] == 0 or shape4[3] == 0:
+        raise ShapeError(f"{name}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
+    (h, w), (ho, wo) = shape4[2:], out_size
+    # equal windows (the common case: 8x8 to 4x4, any size to 1x1): PyTorch's adaptive bounds are then
+    # the fixed windows of kernel = stride = size / output size, whose primitive takes the taps as
+    # whole-array passes instead of one pass per output position (the same first-maximum and last-NaN
+    # rules, the same flat indices)
+    kernel = (h // ho, w // wo) if ho and wo and h % ho == 0 and w % wo == 0 else None
+    return _shapes(input, shape4, out_size, spatial) + (kernel, out_size)
 
 
 def _adaptive_size(op, x, output_size, spatial):
@@ -340,11 +412,6 @@ def adaptive_avg_pool2d_windows_backward(grad_output: Tensor, input_shape: Seque
     )
 
 
-# where nothing is recorded, the windows' forwards alone: their entries cost as much as a small call
-_avg_pool2d_windows = get("avg_pool2d_windows").forward
-_adaptive_avg_pool2d_windows = get("adaptive_avg_pool2d_windows").forward
-
-
 def _floating_batched(op, input, spatial):
     """``batched_input`` for average pooling, which takes floating point input only."""
     x, batched = batched_input(op, input, spatial)
@@ -354,22 +421,32 @@ def _floating_batched(op, input, spatial):
 
 
 def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, spatial):
-    x, batched = _floating_batched(op, input, spatial)
+    arguments = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    shape4, out_shape, kernel, stride, padding, out_size = _plan(op, input, arguments, _avg_pool_plan, spatial)
+    if needs_grad(input):
+        x = input if shape4 is None else _viewed(input, shape4)
+        out = avg_pool2d_windows(x, kernel, stride, padding, out_size, count_include_pad, divisor_override)
+        return out if out_shape is None else _viewed(out, out_shape)
+    bk = primitives(input)
+    x = bk.contiguous(_array_2d(bk, input, shape4))
+    out = bk.avg_pool2d(x, kernel, stride, padding, out_size, count_include_pad, divisor_override)
+    return wrap(out if out_shape is None else bk.view(out, out_shape), input._device)
+
+
+def _avg_pool_plan(op, input, spatial, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    x, _ = _floating_batched(op, input, spatial)
     kernel, stride, padding = _window_args(op, kernel_size, stride, padding, spatial)
     if divisor_override is not None and divisor_override == 0:
         raise ValueError(f"{op}: divisor must be not zero")
     out_size = _pool_sizes(op, tuple(x.shape), kernel, stride, padding, (1,) * spatial, ceil_mode)
     lead = (1,) * (2 - spatial)  # 1-d: a kernel of one row, no padding along it
-    out = (avg_pool2d_windows if needs_grad(x) else _avg_pool2d_windows)(
-        _as_2d(x, spatial),
+    out_size = lead + out_size
+    return _shapes(input, _shape_2d(x, spatial), out_size, spatial) + (
         lead + kernel,
         lead + stride,
         (0,) * (2 - spatial) + padding,
-        lead + out_size,
-        count_include_pad,
-        divisor_override,
+        out_size,
     )
-    return _from_2d(out, spatial, batched)
 
 
 @op(
@@ -416,14 +493,23 @@ def avg_pool1d(
 # ------------------------------------------------------------------------------------------------
 # adaptive average pooling: the backend's windows (above)
 def _adaptive_avg(op, input, output_size, spatial):
-    x, batched = _floating_batched(op, input, spatial)
+    shape4, out_shape, out_size = _plan(op, input, (output_size,), _adaptive_avg_plan, spatial)
+    if needs_grad(input):
+        x = input if shape4 is None else _viewed(input, shape4)
+        out = adaptive_avg_pool2d_windows(x, out_size)
+        return out if out_shape is None else _viewed(out, out_shape)
+    bk = primitives(input)
+    out = bk.adaptive_avg_pool2d(bk.contiguous(_array_2d(bk, input, shape4)), out_size)
+    return wrap(out if out_shape is None else bk.view(out, out_shape), input._device)
+
+
+def _adaptive_avg_plan(op, input, spatial, output_size):
+    x, _ = _floating_batched(op, input, spatial)
     out_size = _adaptive_size(op, x, output_size, spatial)
-    sizes = tuple(x.shape[2:])
-    if any(s == 0 for s in sizes) and x.numel():
+    if any(s == 0 for s in x.shape[2:]) and x.numel():
         raise ShapeError(f"{op}: expected input with non-zero spatial sizes, got {fmt_shape(input.shape)}")
-    windows = adaptive_avg_pool2d_windows if needs_grad(x) else _adaptive_avg_pool2d_windows
-    out = windows(_as_2d(x, spatial), (1,) * (2 - spatial) + out_size)
-    return _from_2d(out, spatial, batched)
+    out_size = (1,) * (2 - spatial) + out_size
+    return _shapes(input, _shape_2d(x, spatial), out_size, spatial) + (out_size,)
 
 
 @op(

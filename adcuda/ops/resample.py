@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np  # the constant interpolation matrices, built on the host
 
 from ..autograd.graph import needs_grad
+from ..backends import device_caches
 from ..errors import ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .autocast import is_enabled as autocast_enabled
@@ -280,7 +281,10 @@ def interpolate(
 
 
 def _on_planes(resample, input, out_size, scales, flag):
-    """resample (a 2-d op) over input (N, C, *spatial), a 1-d input as planes of one row."""
+    """resample (a 2-d op) over input (N, C, *spatial), a 1-d input as planes of one row; where nothing
+    records, the op's forward alone (its entry costs as much as resampling a small batch)."""
+    if not needs_grad(input):
+        resample = resample.op.forward
     if input.ndim == 3:
         return resample(input.unsqueeze(2), (1,) + tuple(out_size), (1.0,) + scales, flag).squeeze(2)
     return resample(input, tuple(out_size), scales, flag)
@@ -317,6 +321,7 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
 # made once (a program asks for the same one every step)
 _BASE_GRIDS: dict[tuple[object, ...], object] = {}
 _BASE_GRIDS_KEPT = 64
+device_caches.register(_BASE_GRIDS.clear)  # (adcuda.cuda.empty_cache() drops them)
 
 
 def _base_grid(bk, h, w, align_corners, d, device):

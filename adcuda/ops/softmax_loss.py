@@ -15,7 +15,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
+from ..tensor import Tensor as _Tensor
 from ..tensor import primitives
 from .autocast import is_enabled as autocast_enabled
 from .common import (
@@ -251,6 +253,7 @@ def _softplus_grad(grad, scaled, threshold):
 
 @op(
     "softplus",
+    plain="unary",  # (softplus at its default beta and threshold)
     dtypes=FLOATING,
     doc="log(1 + exp(beta * input)) / beta, linear where beta * input > threshold.",
     node="SoftplusBackward0",
@@ -276,6 +279,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 @op(
     "logsigmoid",
+    plain="unary",
     dtypes=FLOATING,
     doc="log(sigmoid(input)), exact for very negative input.",
     node="LogSigmoidBackward0",
@@ -289,9 +293,10 @@ def logsigmoid(input: Tensor) -> Tensor:
     return _float_unary("logsigmoid", input)
 
 
-def _softplus_of_negated(x):
-    """softplus(-x) = log1p(exp(-|x|)) + relu(-x), on the backend: it never exponentiates a positive number."""
-    return binary("add", unary("log1p", unary("exp", unary("neg", unary("abs", x)))), unary("relu", unary("neg", x)))
+def _softplus_of_negated(bk, x):
+    """softplus(-x) = log1p(exp(-|x|)) + relu(-x) of array ``x``: -logsigmoid(x), whose one primitive
+    computes min(x, 0) - log1p(exp(-|x|)) (negated exactly: it never exponentiates a positive number)."""
+    return bk.unary("neg", bk.unary("logsigmoid", x))
 
 
 def _bce_logits_input_grad(grad, input, target, pos_weight):
@@ -320,11 +325,16 @@ def _bce_logits_target_grad(grad, input, pos_weight):
 def binary_cross_entropy_with_logits_terms(input: Tensor, target: Tensor, pos_weight: Tensor | None) -> Tensor:
     # (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): the log-sigmoid form, finite for any logit, on
     # the backend (the ops of the formula dispatched six times)
-    linear = binary("mul", binary("sub", 1.0, target), input)
-    smooth = _softplus_of_negated(input)
+    bk, d, t = primitives(input), result_type(input, target, pos_weight), target._data
+    linear = bk.binary("mul", bk.binary("sub", 1.0, t, d), input._data, d)
+    smooth = _softplus_of_negated(bk, input._data)
     if pos_weight is not None:
-        smooth = binary("mul", binary("add", 1.0, binary("mul", binary("sub", pos_weight, 1.0), target)), smooth)
-    return binary("add", linear, smooth)
+        scale = bk.binary("add", 1.0, bk.binary("mul", bk.binary("sub", pos_weight._data, 1.0, d), t, d), d)
+        smooth = bk.binary("mul", scale, smooth, d)
+    return wrap(bk.binary("add", linear, smooth, d), input._device)
+
+
+_bce_with_logits_terms = get("binary_cross_entropy_with_logits_terms").forward  # nothing to record: the forward
 
 
 @op(
@@ -361,7 +371,7 @@ def binary_cross_entropy_with_logits(
                     f"{name}: {what} of shape {fmt_shape(extra.shape)} does not broadcast to "
                     f"the input's shape {fmt_shape(input.shape)}"
                 )
-    loss = binary_cross_entropy_with_logits_terms(input, target, pos_weight)
+    loss = _terms(binary_cross_entropy_with_logits_terms, _bce_with_logits_terms, input, target, pos_weight)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
@@ -425,6 +435,56 @@ def _target_kind(op, input, target):
     if target.dtype.category != dt.INTEGER:
         raise DTypeError(f"{op}: expected target of class indices with an integer dtype (int64), got {target.dtype}")
     return False
+
+
+_F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
+
+
+def _plain_classes(input, target, weight):
+    """Whether a class loss is the common case that the CPU primitives take as it is, with nothing to
+    record: float32/float64 (N, C) input of N * C > 0 values, int64 (N,) targets, no class weights or
+    (C,) ones of the input's dtype, all on the CPU. Such a call skips the general path's checks and
+    reshapes (several times the loss of a small batch); the primitive checks the targets in its pass."""
+    if input.__class__ is not _Tensor or target.__class__ is not _Tensor:
+        return False
+    x, t = input._data, target._data
+    if (
+        input._device is not CPU
+        or target._device is not CPU
+        or x.ndim != 2
+        or not x.size
+        or t.shape != x.shape[:1]
+        or t.dtype != _I64
+        or not (x.dtype == _F32 or x.dtype == _F64)
+    ):
+        return False
+    if weight is not None and (
+        weight.__class__ is not _Tensor
+        or weight._device is not CPU
+        or weight._data.dtype != x.dtype
+        or weight._data.shape != x.shape[1:]
+        or needs_grad(weight)
+    ):
+        return False
+    return not needs_grad(input)
+
+
+def _plain_nll_loss(op, logp, target, weight, ignore_index, reduction):
+    """nll_loss's primitive over ``_plain_classes`` operands -> the loss tensor."""
+    try:
+        loss = primitives(logp).nll_loss(
+            logp._data, target._data, None if weight is None else weight._data, ignore_index, reduction
+        )[0]
+    except IndexError:
+        _name_targets(op, logp, target, ignore_index)
+        raise
+    return wrap(loss, logp._device)
+
+
+def _name_targets(op, input, target, ignore_index):
+    """After a CPU class loss primitive (which checks the targets in its pass) raised IndexError: the
+    target out of range, named by ``op``."""
+    _check_class_targets(op, target, input.shape[1], ignore_index)
 
 
 def _target_rows(target):
@@ -580,8 +640,12 @@ def cross_entropy(
     label_smoothing: float = 0.0,
 ) -> Tensor:
     name = "cross_entropy"
-    check_float(name, "input", input)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
+    if not label_smoothing and _plain_classes(input, target, weight):
+        # nothing records: one log_softmax and nll_loss's one pass (PyTorch's own composition)
+        logp = wrap(primitives(input).softmax(input._data, 1, True), input._device)
+        return _plain_nll_loss(name, logp, target, weight, ignore_index, reduction)
+    check_float(name, "input", input)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{name}: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     probabilities = _target_kind(name, input, target)
@@ -701,8 +765,10 @@ def nll_loss(
     reduction: str = "mean",
 ) -> Tensor:
     name = "nll_loss"
-    check_float(name, "input", input)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
+    if _plain_classes(input, target, weight):
+        return _plain_nll_loss(name, input, target, weight, ignore_index, reduction)
+    check_float(name, "input", input)
     check_tensor(name, "target", target)
     if target.dtype.category != dt.INTEGER:
         raise DTypeError(f"{name}: expected target of class indices with an integer dtype (int64), got {target.dtype}")
@@ -752,12 +818,23 @@ def _smooth_l1_grad(grad, input, target, beta, huber):
 def smooth_l1_terms(input: Tensor, target: Tensor, beta: float, huber: bool) -> Tensor:
     # one op over the backend, where the composition dispatched seven ops: |d| = |input - target|, then
     # 0.5 d**2 / beta or |d| - 0.5 beta (huber: 0.5 d**2 or beta (|d| - 0.5 beta)), PyTorch's formulas
-    diff = unary("abs", binary("sub", input, target))
-    square = binary("mul", binary("mul", 0.5 if huber else 0.5 / beta, diff), diff)
-    linear = binary("sub", diff, 0.5 * beta)
+    # on the arrays, in the promoted dtype (the tensor helpers' wrapping and promotion around each call
+    # cost as much as the calls)
+    bk, d = primitives(input), result_type(input, target)
+    diff = bk.unary("abs", bk.binary("sub", input._data, target._data, d))
+    square = bk.binary("mul", bk.binary("mul", 0.5 if huber else 0.5 / beta, diff, d), diff, d)
+    linear = bk.binary("sub", diff, 0.5 * beta, d)
     if huber:
-        linear = binary("mul", beta, linear)
-    return select(binary("lt", diff, beta), square, linear)
+        linear = bk.binary("mul", beta, linear, d)
+    return wrap(bk.where(bk.binary("lt", diff, beta, d), square, linear, d), input._device)
+
+
+_smooth_l1_terms = get("smooth_l1_terms").forward  # nothing to record: the forward alone, not the entry
+
+
+def _terms(op, forward, *args):
+    """A loss's terms: the op ``op`` where a tensor of ``args`` records, else its ``forward`` alone."""
+    return (op if needs_grad(*args) else forward)(*args)
 
 
 @op(
@@ -784,7 +861,7 @@ def smooth_l1_loss(
         raise ValueError(f"{name}: beta must be non-negative, got {beta}")
     if beta == 0:  # the quadratic part vanishes: the L1 loss (and no division by beta)
         return _reduce(_abs(input - target), reduction)
-    return _reduce(smooth_l1_terms(input, target, beta, False), reduction)
+    return _reduce(_terms(smooth_l1_terms, _smooth_l1_terms, input, target, beta, False), reduction)
 
 
 @op(
@@ -804,7 +881,8 @@ def huber_loss(
     reduction = _reduction_arg(name, None, None, reduction)
     if delta <= 0:
         raise ValueError(f"{name}: delta must be positive, got {delta}")
-    return _weighted_reduce(name, smooth_l1_terms(input, target, delta, True), weight, reduction)
+    terms = _terms(smooth_l1_terms, _smooth_l1_terms, input, target, delta, True)
+    return _weighted_reduce(name, terms, weight, reduction)
 
 
 def _bce_input_grad(grad, input, target):
@@ -835,6 +913,9 @@ def binary_cross_entropy_terms(input: Tensor, target: Tensor) -> Tensor:
     log_not_p = bk.clamp(bk.unary("log1p", bk.unary("neg", x)), -100.0, None)
     at_zero = bk.binary("mul", bk.binary("sub", t, 1.0, d), log_not_p, d)
     return wrap(bk.binary("sub", at_zero, bk.binary("mul", t, log_p, d), d), input._device)
+
+
+_binary_cross_entropy_terms = get("binary_cross_entropy_terms").forward  # nothing to record: the forward alone
 
 
 def _outside_unit_interval(t):
@@ -881,7 +962,7 @@ def binary_cross_entropy(
         raise ValueError(f"{name}: all elements of target (shape {fmt_shape(target.shape)}) should be between 0 and 1")
     if target.dtype is not input.dtype:
         target = target.to(dtype=input.dtype)
-    loss = binary_cross_entropy_terms(input, target)
+    loss = _terms(binary_cross_entropy_terms, _binary_cross_entropy_terms, input, target)
     if weight is not None:
         check_tensor(name, "weight", weight)
         if broadcast_shapes(name, tuple(weight.shape), tuple(input.shape)) != tuple(input.shape):
@@ -912,11 +993,20 @@ def _kl_div_target_grad(grad, input, target, log_target):
 )
 def kl_div_terms(input: Tensor, target: Tensor, log_target: bool) -> Tensor:
     # on the backend, where the formula's ops dispatched five or six times
+    if target.dtype is input.dtype:  # (the common case: on the arrays, without each step's wrapping)
+        bk, d, x, t = primitives(input), input.dtype, input._data, target._data
+        if log_target:
+            return wrap(bk.binary("mul", bk.unary("exp", t), bk.binary("sub", t, x, d), d), input._device)
+        logged = bk.unary("log", bk.where(bk.binary("gt", t, 0.0, d), t, 1.0, d))
+        return wrap(bk.binary("sub", bk.binary("mul", t, logged, d), bk.binary("mul", t, x, d), d), input._device)
     if log_target:
         return binary("mul", unary("exp", target), binary("sub", target, input))
     # t (log t - input), with 0 where t = 0 (xlogy); the log reads 1 there so no -inf is made
     logged = unary("log", select(binary("gt", target, 0.0), target, 1.0))
     return binary("sub", binary("mul", target, logged), binary("mul", target, input))
+
+
+_kl_div_terms = get("kl_div_terms").forward  # nothing to record: the forward alone
 
 
 @op(
@@ -940,7 +1030,7 @@ def kl_div(
     _check_pair(name, input, target)
     if reduction != "batchmean":
         reduction = _reduction_arg(name, size_average, reduce, reduction)
-    loss = kl_div_terms(input, target, log_target)
+    loss = _terms(kl_div_terms, _kl_div_terms, input, target, log_target)
     if reduction == "batchmean":
         total = _reduce(loss, "sum")
         if not input.ndim:
@@ -965,6 +1055,7 @@ def _mish_grad(grad, input):
 
 @op(
     "mish",
+    plain="unary",
     dtypes=FLOATING,
     doc="input * tanh(softplus(input)).",
     node="MishBackward0",
@@ -997,21 +1088,22 @@ def _glu_grad(grad, input, dim):
 )
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     check_tensor("glu", "input", input)
-    if input.ndim == 0:
+    x = input._data
+    shape = x.shape
+    if not shape:
         raise ShapeError("glu: does not support scalars (0-d tensors)")
-    axis = wrap_dim(dim, input.ndim, "glu")
-    if input.shape[axis] % 2:
+    axis = wrap_dim(dim, len(shape), "glu")
+    if shape[axis] % 2:
         raise ShapeError(
-            f"glu: halving dimension must be even, but dimension {axis} of input {fmt_shape(input.shape)} "
-            f"is size {input.shape[axis]}"
+            f"glu: halving dimension must be even, but dimension {axis} of input {fmt_shape(shape)} "
+            f"is size {shape[axis]}"
         )
     # the halves as the backend's slices and one sigmoid and one product: the chunk, slices, sigmoid and
-    # product as ops dispatched five times
-    bk, half = primitives(input), input.shape[axis] // 2
+    # product as ops dispatched five times (the product reads the first half where it is)
+    bk, half = primitives(input), shape[axis] // 2
     lead = (slice(None),) * axis
-    a = bk.contiguous(bk.slice(input._data, lead + (slice(0, half),)))
-    gate = bk.unary("sigmoid", bk.contiguous(bk.slice(input._data, lead + (slice(half, None),))))
-    return wrap(bk.binary("mul", a, gate, input.dtype), input._device)
+    gate = bk.unary("sigmoid", bk.contiguous(bk.slice(x, lead + (slice(half, None),))))
+    return wrap(bk.binary("mul", bk.slice(x, lead + (slice(0, half),)), gate, input.dtype), input._device)
 
 
 def _loss_function(name, doc):
@@ -1064,6 +1156,9 @@ def hinge_embedding_terms(input: Tensor, target: Tensor, margin: float) -> Tenso
     return binary("add", margin_part, select(binary("ne", target, -1.0), input, 0.0))
 
 
+_hinge_embedding_terms = get("hinge_embedding_terms").forward  # nothing to record: the forward alone
+
+
 @_loss_function("hinge_embedding_loss", "input where target is 1, max(0, margin - input) where it is -1, reduced.")
 def hinge_embedding_loss(
     input: Tensor,
@@ -1076,7 +1171,7 @@ def hinge_embedding_loss(
     name = "hinge_embedding_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    return _reduce(hinge_embedding_terms(input, target, float(margin)), reduction)
+    return _reduce(_terms(hinge_embedding_terms, _hinge_embedding_terms, input, target, float(margin)), reduction)
 
 
 def _soft_margin_grad(grad, input, target, of):
@@ -1095,7 +1190,12 @@ def _soft_margin_grad(grad, input, target, of):
 )
 def soft_margin_terms(input: Tensor, target: Tensor) -> Tensor:
     # softplus(-t x) on the backend, where its ops dispatched three times
-    return _softplus_of_negated(binary("mul", target, input))
+    bk = primitives(input)
+    product = bk.binary("mul", target._data, input._data, result_type(target, input))
+    return wrap(_softplus_of_negated(bk, product), input._device)
+
+
+_soft_margin_terms = get("soft_margin_terms").forward  # nothing to record: the forward alone
 
 
 @_loss_function("soft_margin_loss", "log(1 + exp(-target * input)), reduced.")
@@ -1109,7 +1209,7 @@ def soft_margin_loss(
     name = "soft_margin_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    return _reduce(soft_margin_terms(input, target), reduction)
+    return _reduce(_terms(soft_margin_terms, _soft_margin_terms, input, target), reduction)
 
 
 @_loss_function(
@@ -1149,6 +1249,9 @@ def poisson_nll_terms(input: Tensor, target: Tensor) -> Tensor:
     return binary("sub", unary("exp", input), binary("mul", target, input))
 
 
+_poisson_nll_terms = get("poisson_nll_terms").forward  # nothing to record: the forward alone
+
+
 @_loss_function("poisson_nll_loss", "The Poisson negative log likelihood of target given rate input (or log rate).")
 def poisson_nll_loss(
     input: Tensor,
@@ -1163,7 +1266,10 @@ def poisson_nll_loss(
     name = "poisson_nll_loss"
     _check_pair(name, input, target)
     reduction = _reduction_arg(name, size_average, reduce, reduction)
-    loss = poisson_nll_terms(input, target) if log_input else input - target * log(input + eps)
+    if log_input:
+        loss = _terms(poisson_nll_terms, _poisson_nll_terms, input, target)
+    else:
+        loss = input - target * log(input + eps)
     if full:  # Stirling's term target log target - target + log(2 pi target) / 2, where target > 1
         safe = where(target > 1, target, 1.0)
         stirling = safe * log(safe) - safe + 0.5 * log(2 * math.pi * safe)
@@ -1215,10 +1321,39 @@ def cosine_embedding_loss(
         )
     reduction = _reduction_arg(name, size_average, reduce, reduction)
     eps = 1e-12  # PyTorch's: added to each squared magnitude
+    if not needs_grad(input1, input2):
+        return _reduce(_cosine_embedding_terms(input1, input2, target, float(margin), eps), reduction)
     product = _sum(input1 * input2, -1)
     cos = product / ((_sum(input1 * input1, -1) + eps) * (_sum(input2 * input2, -1) + eps)).sqrt()
     loss = where(target == 1, 1 - cos, 0.0) + where(target == -1, clamp(cos - margin, min=0.0), 0.0)
     return _reduce(loss, reduction)
+
+
+def _cosine_embedding_terms(input1, input2, target, margin, eps):
+    """cosine_embedding_loss's unreduced terms where nothing records: the formula below on the backend's
+    arrays (a dozen calls where its ops dispatched as many times)."""
+    bk, d, a, b = primitives(input1), result_type(input1, input2), input1._data, input2._data
+    axis = (a.ndim - 1,)
+
+    def total(u, v):
+        return bk.reduce("sum", bk.binary("mul", u, v, d), axis, False)
+
+    norms = bk.binary("mul", bk.binary("add", total(a, a), eps, d), bk.binary("add", total(b, b), eps, d), d)
+    cos = bk.binary("div", total(a, b), bk.unary("sqrt", norms), d)
+    t, td = target._data, target.dtype
+    similar = bk.where(bk.binary("eq", t, 1, td), bk.binary("sub", 1.0, cos, d), 0.0, d)
+    apart = bk.where(bk.binary("eq", t, -1, td), bk.clamp(bk.binary("sub", cos, margin, d), 0.0, None), 0.0, d)
+    return wrap(bk.binary("add", similar, apart, d), input1._device)
+
+
+def _triplet_hinge(d_positive, d_negative, margin):
+    """max(0, margin + d_positive - d_negative): on the arrays where nothing records (the three ops'
+    dispatch costs more than the arithmetic)."""
+    if needs_grad(d_positive, d_negative):
+        return clamp(margin + d_positive - d_negative, min=0.0)
+    bk, d = primitives(d_positive), result_type(d_positive, d_negative)
+    total = bk.binary("sub", bk.binary("add", d_positive._data, float(margin), d), d_negative._data, d)
+    return wrap(bk.clamp(total, 0.0, None), d_positive._device)
 
 
 @_loss_function("triplet_margin_loss", "max(0, d(anchor, positive) - d(anchor, negative) + margin), reduced.")
@@ -1245,7 +1380,7 @@ def triplet_margin_loss(
     d_negative = pairwise_distance(anchor, negative, p, eps)
     if swap:
         d_negative = minimum(d_negative, pairwise_distance(positive, negative, p, eps))
-    return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)
+    return _reduce(_triplet_hinge(d_positive, d_negative, margin), reduction)
 
 
 def _multi_margin_grad(grad, rows, labels, p, margin, weight, reduction):
@@ -1300,6 +1435,15 @@ def multi_margin_loss(
     reduction: str = "mean",
 ) -> Tensor:
     name = "multi_margin_loss"
+    if (p == 1 or p == 2) and p.__class__ is int and _plain_classes(input, target, weight):
+        reduction = _reduction_arg(name, size_average, reduce, reduction)
+        w = None if weight is None else weight._data
+        try:
+            loss = primitives(input).multi_margin_loss(input._data, target._data, p, float(margin), w, reduction)
+        except IndexError:
+            _name_targets(name, input, target, None)
+            raise
+        return wrap(loss, input._device)
     check_float(name, "input", input)
     check_tensor(name, "target", target)
     if p not in (1, 2):
@@ -1348,8 +1492,110 @@ def triplet_margin_with_distance_loss(
     d_positive, d_negative = distance(anchor, positive), distance(anchor, negative)
     if swap:
         d_negative = minimum(d_negative, distance(positive, negative))
-    return _reduce(clamp(margin + d_positive - d_negative, min=0.0), reduction)
+    return _reduce(_triplet_hinge(d_positive, d_negative, margin), reduction)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)
 lowering("softmax", onnx=lambda w, node, **params: w.softmax(node, **params), c=lambda lower, node: lower.softmax(node))
+
+
+# The class losses' primitives as standard ONNX operators (``w`` is adcuda/onnx/exporter.py's writer),
+# computed as the CPU primitives compute them: in float32 (float64 for float64 operands), the result
+# cast to the primitive's dtype. The C export has none: it takes float32 inputs only, never class indices.
+def _onnx_dtype(w, value):
+    return dt.float64 if w.info(value.value).dtype is dt.float64 else dt.float32
+
+
+def _onnx_class_rows(w, logp, target, weight, ignore_index, dtype):
+    """-> (each row's ``-w[t] * logp[t]``, 0 where ``t == ignore_index``: NegativeLogLikelihoodLoss
+    without reduction; the targets (N,) int64; whether each row counts; the class weights or None)."""
+    t = w.operand(target, dt.int64)
+    weights = None if weight is None else w.operand(weight, dtype)
+    operands = [logp, t] + ([] if weights is None else [weights])
+    rows = w.emit("NegativeLogLikelihoodLoss", operands, reduction="none", ignore_index=int(ignore_index))
+    valid = w.emit("Not", [w.emit("Equal", [t, w.const(int(ignore_index), np.int64)])])
+    return rows, t, valid, weights
+
+
+def _onnx_total_weight(w, t, valid, weights, dtype):
+    """The 0-d sum of ``w[t]`` over the rows that count (their count without weights)."""
+    if weights is None:
+        return w.reduce_over("ReduceSum", w.cast(valid, dtype.numpy), None, False)
+    picked = w.emit("Gather", [weights, w.emit("Where", [valid, t, w.const(0, np.int64)])], axis=0)
+    return w.reduce_over("ReduceSum", w.emit("Where", [valid, picked, w.const(0, dtype.numpy)]), None, False)
+
+
+def _onnx_reduced(w, rows, reduction, total, dtype, node):
+    """``rows`` reduced ('none', 'sum', or 'mean': over ``total``, a tensor name, or over the rows where
+    None) into the node's first result, cast to its dtype."""
+    if reduction == "sum" or (reduction == "mean" and total is not None):
+        rows = w.reduce_over("ReduceSum", rows, None, False)
+        if reduction == "mean":
+            rows = w.emit("Div", [rows, total])  # 0 / 0: NaN where no row counts, as the primitive's
+    elif reduction == "mean":
+        rows = w.reduce_over("ReduceMean", rows, None, False)
+    out_dtype = w.np_dtype(node.outputs[0])
+    if out_dtype != dtype.numpy:
+        w.emit("Cast", [rows], [w.out(node)], to=w.onnx_type(out_dtype))
+    else:
+        w.emit("Identity", [rows], [w.out(node)])
+
+
+def _onnx_classifier_loss(w, node, logits, target, weight, ignore_index, label_smoothing):
+    """LogSoftmax, NegativeLogLikelihoodLoss; with label smoothing, the weighted row sums of the
+    log-probabilities mixed in. The rows' statistics are the backward's: refused as a result."""
+    if node.outputs[1] is not None:
+        w.refuse("classifier_loss's row statistics (the backward's) as a result")
+    dtype = _onnx_dtype(w, logits)
+    logp = w.emit("LogSoftmax", [w.operand(logits, dtype)], axis=1)
+    rows, _, valid, weights = _onnx_class_rows(w, logp, target, weight, ignore_index, dtype)
+    if label_smoothing:
+        n_classes = w.static_size(logits.value, [1], "cross_entropy's label smoothing")
+        weighted = logp if weights is None else w.emit("Mul", [logp, weights])
+        smooth = w.reduce_over("ReduceSum", weighted, [1], False)
+        smooth = w.emit("Where", [valid, smooth, w.const(0, dtype.numpy)])
+        rows = w.emit(
+            "Sub",
+            [
+                w.emit("Mul", [rows, w.const(1.0 - label_smoothing, dtype.numpy)]),
+                w.emit("Mul", [smooth, w.const(label_smoothing / n_classes, dtype.numpy)]),
+            ],
+        )
+    _onnx_reduced(w, rows, "none", None, dtype, node)
+
+
+def _onnx_nll_loss(w, node, logp, target, weight, ignore_index, reduction):
+    dtype = _onnx_dtype(w, logp)
+    rows, t, valid, weights = _onnx_class_rows(w, w.operand(logp, dtype), target, weight, ignore_index, dtype)
+    total = None
+    if reduction == "mean" or node.outputs[1] is not None:
+        total = _onnx_total_weight(w, t, valid, weights, dtype)
+    if node.outputs[1] is not None:
+        w.emit("Cast", [total], [w.out(node, 1)], to=w.onnx_type(w.np_dtype(node.outputs[1])))
+    _onnx_reduced(w, rows, reduction, total, dtype, node)
+
+
+def _onnx_multi_margin_loss(w, node, scores, target, p, margin, weight, reduction):
+    """Each row's hinges ``margin - x[t] + x`` (GatherElements), those > 0 (a NaN one adds nothing), squared
+    for p = 2, weighted by ``w[t]``, the target's own left out, summed over the C classes / C."""
+    dtype = _onnx_dtype(w, scores)
+    n_classes = w.static_size(scores.value, [1], "multi_margin_loss")
+    x = w.operand(scores, dtype)
+    t = w.emit("Unsqueeze", [w.operand(target, dt.int64), w.const([1], np.int64)])  # (N, 1)
+    at_target = w.emit("GatherElements", [x, t], axis=1)
+    hinge = w.emit("Add", [w.emit("Sub", [w.const(margin, dtype.numpy), at_target]), x])
+    zero = w.const(0, dtype.numpy)
+    hinge = w.emit("Where", [w.emit("Greater", [hinge, zero]), hinge, zero])
+    if p == 2:
+        hinge = w.emit("Mul", [hinge, hinge])
+    if weight is not None:
+        hinge = w.emit("Mul", [hinge, w.emit("Gather", [w.operand(weight, dtype), t], axis=0)])
+    own = w.emit("Equal", [t, w.const(np.arange(n_classes), np.int64)])
+    hinge = w.emit("Where", [own, zero, hinge])
+    rows = w.emit("Div", [w.reduce_over("ReduceSum", hinge, [1], False), w.const(n_classes, dtype.numpy)])
+    _onnx_reduced(w, rows, reduction, None, dtype, node)
+
+
+lowering("classifier_loss", onnx=_onnx_classifier_loss)
+lowering("nll_loss", onnx=_onnx_nll_loss)
+lowering("multi_margin_loss", onnx=_onnx_multi_margin_loss)

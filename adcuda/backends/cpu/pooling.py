@@ -221,13 +221,14 @@ def avg_pool2d(
     the input; ``out_size`` (Ho, Wo) is the op's (ceil_mode decides it)."""
     declared.avg_pool2d(x, kernel, stride, padding, out_size, count_include_pad, divisor_override)
     n, c = x.shape[:2]
-    out_size = tuple(int(o) for o in out_size)
-    if n * c * out_size[0] * out_size[1] == 0:
-        return np.zeros((n, c) + out_size, x.dtype)
+    ho, wo = out_size
+    if not (n and c and ho and wo):
+        return np.zeros((n, c, int(ho), int(wo)), x.dtype)
     native = _native_for(x)
     if native is not None and (divisor_override is None or divisor_override.__class__ is int):
         override = 0 if divisor_override is None else divisor_override  # the host module's 0: none
         return native.cpu_avg_pool2d(x, kernel, stride, padding, out_size, count_include_pad, override)
+    out_size = (int(ho), int(wo))
     divisor, pads = _avg_plan(x.shape, out_size, kernel, stride, padding, count_include_pad, divisor_override)
     xp = _padded(_compute(x), pads)
     total = np.zeros((n, c) + out_size, xp.dtype)

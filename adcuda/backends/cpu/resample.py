@@ -11,6 +11,8 @@ is small (one BLAS call) and as gathers where it is large; the backwards apply t
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .._padding import circular_period, pad_plan
@@ -27,6 +29,7 @@ __all__ = [
 ]
 
 
+@functools.lru_cache(maxsize=256)  # the same few per training run: made once, shared read-only
 def _nearest_sources(n, out, scale, exact, wide):
     """Input position of each of ``out`` output positions, as PyTorch's CPU kernels compute it: floor(o *
     scale) with the scale and product in float32 (float64 for float64 data, ``wide``), or for
@@ -40,7 +43,9 @@ def _nearest_sources(n, out, scale, exact, wide):
         src = (o * scale).astype(np.float32)
     else:
         src = o.astype(np.float32) * np.float32(scale)
-    return np.minimum(np.floor(src).astype(np.int64), n - 1)
+    sources = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    sources.flags.writeable = False
+    return sources
 
 
 def _linear_taps(n, out, scale, align_corners, acc):
@@ -133,7 +138,7 @@ def interpolate_nearest(x: BackendArray, out_size: Shape, scales: tuple[float, f
     wide = x.dtype == np.float64
     rows = _nearest_sources(h, ho, scales[0], exact, wide)
     cols = _nearest_sources(w, wo, scales[1], exact, wide)
-    return np.take(np.take(x, rows, 2), cols, 3)
+    return x.take(rows, 2).take(cols, 3)
 
 
 def interpolate_nearest_backward(

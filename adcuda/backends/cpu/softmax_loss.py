@@ -236,15 +236,15 @@ def nll_loss(
     ignore_index``), the (N,) losses (``reduction='none'``) or their sum or mean (over the total
     weight), and the total weight: the 0-d sum of ``w[t]`` over the rows that count, both in ``logp``'s
     dtype (sums accumulated in float64)."""
+    native = _class_loss_native(logp, target, weight)
+    if native is not None:  # it checks what the checks below check, in its one pass
+        try:
+            return native.cpu_nll_loss(logp, target, weight, ignore_index, reduction)
+        except (IndexError, ValueError, TypeError):
+            pass  # the checks below name what is wrong (a target out of range: _check_targets)
     _require_floating("nll_loss", "the log-probabilities", logp)
     _class_rows("nll_loss", logp, target)
     _check_reduction("nll_loss", reduction)
-    native = _class_loss_native(logp, target, weight)
-    if native is not None:
-        try:
-            return native.cpu_nll_loss(logp, target, weight, ignore_index, reduction)
-        except IndexError:
-            pass  # a target out of range: _check_targets names it
     n, c = logp.shape
     _check_targets("nll_loss", target, c, ignore_index)
     x = _compute(logp)
@@ -267,17 +267,17 @@ def multi_margin_loss(
     """multi_margin_loss of ``scores`` (N, C) against class indices ``target`` (N,) (each in range):
     each row's ``sum over j != t of w[t] * max(0, margin - x[t] + x[j]) ** p / C`` (``p`` 1 or 2; a NaN
     hinge adds nothing, as in PyTorch), the (N,) losses or their sum or mean, in the scores' dtype."""
+    native = _class_loss_native(scores, target, weight)
+    if native is not None:  # it checks what the checks below check, in its one pass
+        try:
+            return native.cpu_multi_margin_loss(scores, target, p, margin, weight, reduction)
+        except (IndexError, ValueError, TypeError):
+            pass  # the checks below name what is wrong (a target out of range: _check_targets)
     _require_floating("multi_margin_loss", "the scores", scores)
     _class_rows("multi_margin_loss", scores, target)
     _check_reduction("multi_margin_loss", reduction)
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p}")
-    native = _class_loss_native(scores, target, weight)
-    if native is not None:
-        try:
-            return native.cpu_multi_margin_loss(scores, target, p, margin, weight, reduction)
-        except IndexError:
-            pass  # a target out of range: _check_targets names it
     n, c = scores.shape
     _check_targets("multi_margin_loss", target, c, None)
     x = _compute(scores)
