@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -211,6 +212,62 @@ void host_gelu_backward(const Floats& x, const Floats& g, Floats& out) {
   gelu_backward_avx2(x.data(), g.data(), out.mutable_data(), x.size());
 }
 
+// A compiled replay's relu after a bias add, in one pass (adcuda/capture/program.py's ``_fusions``): relu(a + bias)
+// with ``bias`` broadcast along a's last dim, each step rounded as the two NumPy calls it stands for round it
+// (np.add, then np.maximum(t, 0): NaN kept as it is, -0.0 made +0.0).
+template <typename T>
+void host_bias_relu(const py::array_t<T, py::array::c_style>& a, const py::array_t<T, py::array::c_style>& bias,
+                    py::array_t<T, py::array::c_style>& out) {
+  const py::ssize_t columns = bias.size();
+  if (a.ndim() < 1 || bias.ndim() != 1 || a.shape(a.ndim() - 1) != columns || out.size() != a.size())
+    throw py::value_error("host_bias_relu: bias must have a's last dim, out a's size");
+  const T* x = a.data();
+  const T* b = bias.data();
+  T* y = out.mutable_data();
+  for (py::ssize_t start = 0; start < a.size(); start += columns) {
+    // (out may be a itself: each element is read, then written, so no lane depends on another's write)
+#pragma GCC ivdep
+    for (py::ssize_t j = 0; j < columns; ++j) {
+      const T t = x[start + j] + b[j];
+      y[start + j] = (t != t || t > T(0)) ? t : T(0);
+    }
+  }
+}
+
+// relu's backward as the CPU backend's NumPy path computes it: g times (x > 0 or NaN) taken as 1 or 0, so
+// g * 0 where x <= 0 (a NaN or inf gradient gives NaN there, a negative one -0.0).
+template <typename T>
+void host_relu_backward(const py::array_t<T, py::array::c_style>& x, const py::array_t<T, py::array::c_style>& g,
+                        py::array_t<T, py::array::c_style>& out) {
+  if (g.size() != x.size() || out.size() != x.size()) throw py::value_error("host_relu_backward: the arrays' sizes differ");
+  const T* xs = x.data();
+  const T* gs = g.data();
+  T* y = out.mutable_data();
+  const py::ssize_t n = x.size();
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  // g where it is kept (g * 1), g * 0 elsewhere, chosen by a bit mask: a select the compiler vectorises, where
+  // a conditional became a branch that random signs mispredict half the time. (out may be x or g: each
+  // element is read, then written, so no lane depends on another's write.)
+#pragma GCC ivdep
+  for (py::ssize_t i = 0; i < n; ++i) {
+    const T g = gs[i], dropped = g * T(0);
+    Bits kept_bits, dropped_bits;
+    std::memcpy(&kept_bits, &g, sizeof(T));
+    std::memcpy(&dropped_bits, &dropped, sizeof(T));
+    const Bits mask = Bits(0) - static_cast<Bits>(!(xs[i] <= T(0)));
+    const Bits bits = (kept_bits & mask) | (dropped_bits & ~mask);
+    std::memcpy(&y[i], &bits, sizeof(T));
+  }
+}
+
+// A kernel of two operands and ``out``, float32 and float64 (``f32``, ``f64``), bound under ``name``.
+template <typename F32, typename F64>
+void def_floats(py::module_& m, const char* name, F32 f32, F64 f64, const char* first, const char* second,
+                const char* doc) {
+  m.def(name, f32, py::arg(first).noconvert(), py::arg(second).noconvert(), py::arg("out").noconvert());
+  m.def(name, f64, py::arg(first).noconvert(), py::arg(second).noconvert(), py::arg("out").noconvert(), doc);
+}
+
 }  // namespace
 
 void bind_elementwise(py::module_& m) {
@@ -253,6 +310,13 @@ void bind_elementwise(py::module_& m) {
         "Binary op number ``index`` of host_binary_names() of two contiguous float32/float64 arrays of one shape "
         "and dtype, or of such an array and a Python float (taken in its dtype), with the CUDA kernels' "
         "functor (a new array). Meant for small arrays: the GIL is held.");
+  // (out may be a or x, g: each element is read before it is written)
+  def_floats(m, "host_bias_relu", &host_bias_relu<float>, &host_bias_relu<double>, "a", "bias",
+             "relu(a + bias) into ``out``, bias (1-d) broadcast along a's last dim, rounded as np.add then "
+             "np.maximum round it (row-major arrays of one float dtype).");
+  def_floats(m, "host_relu_backward", &host_relu_backward<float>, &host_relu_backward<double>, "x", "g",
+             "relu's backward g * (x > 0 or NaN, as 1 or 0) into ``out`` (row-major arrays of one float dtype "
+             "and size).");
 }
 
 }  // namespace adcuda::host
