@@ -36,6 +36,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
+from .. import dtypes as dt
 from .. import tensor as tensor_module
 from ..autograd import anomaly, engine, graph
 from ..autograd.grad_mode import state as grad_state
@@ -657,6 +658,14 @@ def _alias_parameters(op):
     return [f"{alias}=_UNSET" for _, alias in aliases], prelude
 
 
+def _lane_before_dtype_check(op):
+    """Whether an op's fast lane may run before its ``dtypes`` rule's check (which then runs only on
+    the path): where the rule accepts the float32 and float64 tensors of a ``"float"`` lane, whose
+    check (a function call for a rule of several operands) would only find them accepted."""
+    rule, kind = op.dtypes, _PLAIN_KERNELS[op.plain]
+    return rule is None or kind.dtypes == "float" and not {dt.float32, dt.float64} & rule.rejected
+
+
 def _dtype_check(op):
     """The lines that refuse a first tensor argument (or promoted operands) of a dtype the op is not
     defined for (its ``dtypes`` rule), before autocast, the hooks or the forward see it; nothing for
@@ -806,7 +815,10 @@ def _generated_entry(op):
             )
         values.append(p.name)
     alias_parameters, prelude = _alias_parameters(op)
-    prelude += _dtype_check(op)
+    dtype_check = _dtype_check(op)
+    lane_first = op.plain is not None and _lane_before_dtype_check(op)
+    if not lane_first:
+        prelude += dtype_check
     for name, varargs in local.items():  # x.reshape(shape=(2, 3)): the sequence by keyword
         alias_parameters.append(f"{name}=_UNSET")
         prelude += (
@@ -828,6 +840,8 @@ def _generated_entry(op):
     lane, kernel = _lane(op, defaults, values) if op.plain is not None else ("", None)
     if op.direct is not None:
         lane, kernel = _DIRECT_SOURCE.format(arguments=", ".join(values)), op.direct
+    if lane_first:
+        lane += dtype_check  # (after the lane: the path's)
     if op.composite or not op.differentiable:
         source = _PLAIN_SOURCE.format(
             signature=", ".join(signature),
