@@ -51,6 +51,7 @@ from ..autograd.graph import (
 )
 from ..backends.cpu.elementwise import float_operand as _float_operand  # noqa: F401 (the lanes')
 from ..backends.cpu.elementwise import plain_binary, plain_unary
+from ..backends.cpu.gemm import plain_add_product, plain_product
 from ..backends.cpu.reduce import plain_reduce
 from ..backends.float_errors import QUIET as _QUIET
 from ..backends.float_errors import current as _errstate
@@ -339,6 +340,9 @@ _PLAIN_KERNELS = {
     "binary": (plain_binary, 2, True, True),
     "binary_tensors": (plain_binary, 2, True, False),
     "reduce": (plain_reduce, 1, False, False),
+    # the products (mm, bmm, dot, ...) and the add-a-product ops (addmm, ...: input first, beta and alpha 1)
+    "product": (plain_product, 2, True, False),
+    "add_product": (plain_add_product, 3, True, False),
 }
 
 
@@ -384,6 +388,13 @@ def _lane(op, defaults, values):
         )
 
     tensor_tests = [f"{x}.__class__ is Tensor" for x in names]
+    if op.composite:
+        # a composite op records through the ops its forward calls, which the lane skips: it takes only
+        # the calls where no input takes part
+        tensor_tests += [
+            f"not ({x}._requires_grad or {x}._grad_fn is not None or {x}._base is not None and {x}.grad_fn is not None)"
+            for x in names
+        ]
     source = lane(names, tensor_tests, [f"_d{i}" for i in range(n)])
     if floats:  # "binary": the second operand may be a Python float, in the first's dtype
         second = names[1]
@@ -1219,7 +1230,7 @@ def _inplace_lane(op):
     kernel_of, n, quiet, floats = _PLAIN_KERNELS[op.plain]
     kernel = kernel_of(op.name)
     rule = op.dtypes
-    if rule is not None and rule.operands:
+    if rule is not None and rule.operands or n > 2:  # (addmm_ and the like: the path's)
         return None
 
     def lane(self, args):

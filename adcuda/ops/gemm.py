@@ -38,6 +38,7 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "mv",
+    plain="product",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "vec"),
     doc="matrix input (n, m) @ vector vec (m,) as one product (the backends' matrix-vector form).",
     node="MvBackward0",
@@ -125,6 +126,7 @@ def _matmul(name, input, other):
 
 @op(
     "matmul",
+    plain="product",
     dtypes=NUMBERS.unless_empty(),
     doc="The matrix product: 1-D, 2-D and batched with broadcast batch dims.",
     composite=True,
@@ -135,7 +137,14 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _matmul("matmul", input, other)
 
 
-@op("mm", dtypes=NUMBERS.unless_empty(), doc="The product of two matrices.", composite=True, autocast="lower")
+@op(
+    "mm",
+    plain="product",
+    dtypes=NUMBERS.unless_empty(),
+    doc="The product of two matrices.",
+    composite=True,
+    autocast="lower",
+)
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
@@ -144,6 +153,7 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
 
 @op(
     "bmm",
+    plain="product",
     dtypes=NUMBERS.unless_empty(),
     doc="The products of two batches of matrices (3-D, same batch size).",
     node="BmmBackward0",
@@ -201,6 +211,7 @@ def _dot(name, input, tensor):
 
 @op(
     "dot",
+    plain="product",
     dtypes=NUMBERS,
     doc="The inner product of two 1-D tensors.",
     node="DotBackward0",
@@ -213,6 +224,7 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
 
 @op(
     "vdot",
+    plain="product",
     doc="The inner product of two 1-D tensors, the first conjugated (dot, for real tensors).",
     node="VdotBackward0",
     grads={"input": lambda grad, other: grad * other, "other": lambda grad, input: grad * input},
@@ -223,6 +235,7 @@ def vdot(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "addr",
+    plain="add_product",
     doc="beta * input + alpha * outer(vec1, vec2) (input ignored where beta is 0).",
     node="AddrBackward0",
     inplace=True,
@@ -265,6 +278,7 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
 
 @op(
     "outer",
+    plain="product",
     doc="The outer product of two 1-D tensors.",
     node="MulBackward0",  # PyTorch's outer is its mul of the two vectors' views
     aliases=("ger",),
@@ -483,6 +497,7 @@ def _scaled(t, factor):
 
 @op(
     "addmm",
+    plain="add_product",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "mat1", "mat2"),
     inplace=True,
     doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.",
@@ -500,6 +515,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha:
 
 @op(
     "baddbmm",
+    plain="add_product",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     inplace=True,
     doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.",
@@ -806,6 +822,7 @@ def _check_mv_operands(name, input, vec):
 
 @op(
     "addmv",
+    plain="add_product",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "mat", "vec"),
     doc="beta * input + alpha * (mat @ vec).",
     node="AddmvBackward0",
@@ -823,6 +840,7 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Number = 1, alpha: N
 
 @op(
     "addbmm",
+    plain="add_product",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     doc="beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i].",
     node="AddbmmBackward0",

@@ -4,7 +4,8 @@ epilogue the GEMM fuses on CUDA: a bias per output column and GELU's tanh form.
 
 from __future__ import annotations
 
-from typing import Literal, overload
+from collections.abc import Callable
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -104,3 +105,94 @@ def _cannot_multiply(a, b):
         f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied (inner dims "
         "differ, or the batch dims do not broadcast)"
     )
+
+
+# ------------------------------------------------------------------------------------------------
+# the dispatch point's fast lane (adcuda/ops/dispatch.py, ops declared plain="product" or "add_product"):
+# what each product op's forward computes for exact float32/float64 ndarrays of one dtype object, as one
+# call with none of its checks; None where the operands take the forward's other paths (shapes that do
+# not multiply, batch dims to broadcast, a sum that would broadcast the product): the forward names the
+# error or does the rest
+def _matrix_times(a, b):  # mm's and addmm's: two matrices
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        return None
+    # (a small product straight to BLAS: matmul's own test, without its frame)
+    return a.dot(b) if a.size * b.shape[1] < threads.min_work else matmul(a, b)
+
+
+def _matrix_vector_times(a, b):  # mv's and addmv's
+    if a.ndim != 2 or b.ndim != 1 or a.shape[1] != b.shape[0]:
+        return None
+    return a.dot(b) if a.size < threads.min_work else matmul(a, b)
+
+
+def _matrices_times(a, b):  # bmm's: batches of as many matrices
+    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        return None
+    return np.matmul(a, b) if a.size * b.shape[2] < threads.min_work else threads.matmul(a, b)
+
+
+def _vector_times(a, b):  # dot's: the (1, n) view of a times b, viewed 0-d (ops/gemm.py's _dot)
+    n = a.shape[0]
+    if a.ndim != 1 or b.ndim != 1 or b.shape[0] != n:
+        return None
+    return (a.reshape(1, n).dot(b) if n < threads.min_work else matmul(a.reshape(1, n), b)).reshape(())
+
+
+def _rows_summed_times(a, b):  # addbmm's: the batch's products summed, as one product (ops/gemm.py)
+    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        return None
+    count, n, k = a.shape
+    left = np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(n, count * k)
+    return matmul(left, np.ascontiguousarray(b).reshape(count * k, b.shape[2]))
+
+
+def _outer_times(a, b):  # outer's and addr's: a column times a row
+    if a.ndim != 1 or b.ndim != 1:
+        return None
+    return np.multiply(a.reshape(a.shape[0], 1), b.reshape(1, b.shape[0]))
+
+
+_PLAIN_PRODUCTS = {
+    "mm": _matrix_times,
+    "mv": _matrix_vector_times,
+    # matmul's cases without a unit dim to add or batch dims to broadcast
+    "matmul": lambda a, b: (_matrix_times if b.ndim == 2 else _matrix_vector_times if b.ndim == 1 else _matrices_times)(
+        a, b
+    ),
+    "bmm": _matrices_times,
+    "dot": _vector_times,
+    "vdot": _vector_times,
+    "outer": _outer_times,
+}
+_PLAIN_ADDED_PRODUCTS = {
+    "addmm": _matrix_times,
+    "addmv": _matrix_vector_times,
+    "baddbmm": _matrices_times,
+    "addbmm": _rows_summed_times,
+    "addr": _outer_times,
+}
+
+
+def plain_product(op: str) -> Callable[..., Any] | None:
+    """The product op ``op``'s forward for two float32/float64 ndarrays of one dtype (the fast lane's
+    kernel), or None for an op without one."""
+    return _PLAIN_PRODUCTS.get(op)
+
+
+def plain_add_product(op: str) -> Callable[..., Any] | None:
+    """``input + product`` of the add-a-product op ``op`` (addmm, addmv, ...) with beta and alpha 1, as its
+    forward computes it (``_add_product``), for float32/float64 ndarrays of one dtype: None where input
+    does not broadcast to the product's shape (or the product is not this case's)."""
+    product_of = _PLAIN_ADDED_PRODUCTS.get(op)
+    if product_of is None:
+        return None
+
+    def added(input, a, b):
+        product = product_of(a, b)
+        if product is None:
+            return None
+        out = np.add(product, input)
+        return out if out.shape == product.shape else None
+
+    return added
