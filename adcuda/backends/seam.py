@@ -87,6 +87,7 @@ PRIMITIVES = (
     "tril",
     "triu",
     "matmul",
+    "pdist",
     "softmax",
     "softmax_backward",
     "classifier_loss",
@@ -481,6 +482,15 @@ def matmul(
         raise ShapeError(f"matmul: the epilogue needs a matrix b, got shape {fmt_shape(b.shape)}")
     if bias is not None and tuple(bias.shape) != (b.shape[-1],):
         raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
+
+
+@primitive(fresh=True, pure=True)
+def pdist(x: BackendArray, p: float) -> None:
+    _require_floating("pdist", x)
+    if x.ndim != 2:
+        raise ShapeError(f"pdist: expected a matrix (N, M), got shape {fmt_shape(x.shape)}")
+    if not 0 <= p < float("inf"):
+        raise ValueError(f"pdist: p must be finite and non-negative, got {p}")
 
 
 # the norms (kernels/norm.cu): weight and bias (and per-channel statistics) of the normalised shape

@@ -1045,16 +1045,13 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
         raise ShapeError(f"pdist: expected a 2-d input (N, M), got {getattr(input, 'shape', type(input).__name__)}")
     if p < 0:
         raise ValueError(f"pdist: p must be non-negative, got {p}")
-    # the pairs (i, j), i < j, in row-major order, as PyTorch lists them, made on the host from the
-    # size alone and sent once (as ops they were nine dispatches); the differences of the pairs only:
-    # no zero distance (the diagonal), whose norm has no gradient
     bk = primitives(input)
-    pairs = triangle_coordinates(input.shape[0], input.shape[0], 1, False)  # kept by size, read-only
     if math.isfinite(p) and not needs_grad(input):
-        # both rows of every pair in one gather (2, pairs, M), the halves subtracted
-        both = bk.index(input._data, (bk.from_numpy(pairs, dt.int64),))
-        diff = bk.binary("sub", bk.slice(both, (0,)), bk.slice(both, (1,)), input.dtype)
-        return _pnorm_of(diff, input._device, p, -1, False)
+        return wrap(bk.pdist(input._data, float(p)), input._device)  # one primitive: a host loop on the CPU
+    # the pairs (i, j), i < j, in row-major order, as PyTorch lists them, made on the host from the
+    # size alone and sent once; the differences of the pairs only: no zero distance (the diagonal), whose
+    # norm has no gradient
+    pairs = triangle_coordinates(input.shape[0], input.shape[0], 1, False)  # kept by size, read-only
     first, second = (bk.from_numpy(rows, dt.int64) for rows in pairs)
     return (index_key(input, (first,)) - index_key(input, (second,))).norm(p, -1)
 

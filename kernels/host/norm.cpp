@@ -13,6 +13,11 @@
 // values read in place. NumPy needs five passes over x for the forward and eight for the backward (a
 // temporary each); here three and two. The NumPy path stays the reference (tests/test_norm_host.py
 // compares the two). Built in every install, with or without CUDA; calls release the GIL.
+//
+// Pair distances (pdist, adcuda/backends/cpu/gemm.py): the p-norm of the difference of every pair of rows
+// i < j of a C-contiguous float32/float64 matrix, in PyTorch's order and its dtype; one call where
+// NumPy's gather, difference and norm take six of a microsecond each at a small pdist's sizes. NumPy's
+// path stays the reference (tests/test_norm_host.py compares the two).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -375,10 +380,55 @@ void bind_batch_norm_for(py::module_& m, const char* forward_doc, const char* ba
         py::arg("weight").noconvert(), py::arg("mean").noconvert(), py::arg("rstd").noconvert(), backward_doc);
 }
 
+// the p-norm (finite p >= 0) of the difference of rows a and b of m elements, in T as PyTorch's kernel
+// computes it (a square past T's range is inf there too)
+template <typename T>
+T pair_distance(const T* a, const T* b, Index m, T p) {
+  T total = 0;
+  if (p == T(2)) {
+    for (Index k = 0; k < m; ++k) {
+      const T d = a[k] - b[k];
+      total += d * d;
+    }
+    return std::sqrt(total);
+  }
+  if (p == T(1)) {
+    for (Index k = 0; k < m; ++k) total += std::fabs(a[k] - b[k]);
+    return total;
+  }
+  if (p == T(0)) {
+    // PyTorch's count: min(ceil(|d|), 1) per element, so that a NaN difference (inf - inf too) gives NaN
+    for (Index k = 0; k < m; ++k) total += std::min(std::ceil(std::fabs(a[k] - b[k])), T(1));
+    return total;
+  }
+  for (Index k = 0; k < m; ++k) total += std::pow(std::fabs(a[k] - b[k]), p);
+  return std::pow(total, T(1) / p);
+}
+
+template <typename T>
+py::array_t<T> pdist(const Array<T>& x, double p) {
+  if (x.ndim() != 2) throw std::invalid_argument("cpu_pdist: expected a matrix");
+  if (!(p >= 0.0) || std::isinf(p)) throw std::invalid_argument("cpu_pdist: p must be finite and non-negative");
+  const Index n = x.shape(0), m = x.shape(1);
+  py::array_t<T> out(std::vector<py::ssize_t>{n > 1 ? n * (n - 1) / 2 : 0});
+  const T* in = x.data();
+  T* d = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (Index i = 0; i < n; ++i)
+      for (Index j = i + 1; j < n; ++j) *d++ = pair_distance(in + i * m, in + j * m, m, static_cast<T>(p));
+  }
+  return out;
+}
+
 }  // namespace
 
 
 void bind_norm(py::module_& m) {
+  m.def("cpu_pdist", &pdist<float>, py::arg("x").noconvert(), py::arg("p"));
+  m.def("cpu_pdist", &pdist<double>, py::arg("x").noconvert(), py::arg("p"),
+        "The p-norms (finite p >= 0) of the differences of the rows i < j of a C-contiguous float32/float64 "
+        "matrix, in row-major order of the pairs, in its dtype.");
   bind_for<float>(m, "");
   bind_for<double>(
       m,

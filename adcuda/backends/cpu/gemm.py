@@ -9,13 +9,14 @@ from typing import Any, Literal, overload
 
 import numpy as np
 
+from ... import _native
 from ...errors import ShapeError, fmt_shape
 from ..seam import declared
 from . import threads
-from ._common import _F16, BackendArray, _compute
+from ._common import _F16, _F32, _F64, BackendArray, _compute
 from .elementwise import _gelu_tanh
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "pdist"]
 
 
 # (for type checkers: the result is a pair only with save_preactivation=True)
@@ -105,6 +106,36 @@ def _cannot_multiply(a, b):
         f"matmul: shapes {fmt_shape(a.shape)} and {fmt_shape(b.shape)} cannot be multiplied (inner dims "
         "differ, or the batch dims do not broadcast)"
     )
+
+
+# The host module's pair distances (kernels/host/norm.cpp) for float32/float64; NumPy's (the reference it
+# is tested against) for the half types and without the host module.
+_PDIST = _native._C if hasattr(_native._C, "cpu_pdist") else None
+
+
+def pdist(x: BackendArray, p: float) -> BackendArray:
+    """The p-norms (finite p >= 0) of the differences of the rows i < j of ``x`` (N, M), pairs in
+    row-major order, in x's dtype."""
+    declared.pdist(x, p)
+    if _PDIST is not None and (x.dtype == _F32 or x.dtype == _F64):
+        return _PDIST.cpu_pdist(np.ascontiguousarray(x), float(p))
+    return pdist_reference(x, p)
+
+
+def pdist_reference(x: BackendArray, p: float) -> BackendArray:
+    """NumPy's pair distances: the pairs' rows gathered, their difference, its p-norm (fp32 for float16)."""
+    first, second = np.triu_indices(x.shape[0], 1)
+    data = _compute(x)
+    diff = data[first] - data[second]
+    if p == 0:
+        out = np.minimum(np.ceil(np.abs(diff)), 1).sum(1)  # PyTorch's count: a NaN difference gives NaN
+    elif p == 1:
+        out = np.abs(diff).sum(1)
+    elif p == 2:
+        out = np.sqrt(np.square(diff).sum(1))
+    else:
+        out = np.power(np.power(np.abs(diff), p).sum(1), 1.0 / p)
+    return out.astype(x.dtype, copy=False)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -23,13 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, overload
 
+import numpy as np
+
 from ... import _native
+from ... import dtypes as dt
 from ...errors import DeviceError, DTypeError, ShapeError, fmt_shape
 from ..seam import declared
 from ._common import BackendArray, is_floating
-from .storage import view
+from .elementwise import binary, unary
+from .index import index
+from .reduce import reduce
+from .storage import astype, dtype_of, from_numpy, view
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "pdist"]
 
 GEMM_ENV = "ADCUDA_GEMM"
 GEMM_MODES = ("auto", "handwritten", "cublaslt")
@@ -206,3 +212,27 @@ def gemm_path(device=None):
     """Which hand-written GEMM kernels ``matmul`` runs on ``device`` (the current one by default)."""
     C = _native._C
     return C.gemm_path(C.cuda_current_device() if device is None else device)
+
+
+def pdist(x: BackendArray, p: float) -> BackendArray:
+    """The p-norms of the differences of the rows i < j of ``x`` (N, M), composed of existing kernels: the
+    pairs' rows gathered, their difference and its p-norm over the columns as the CPU backend's
+    reference computes it (in float32 for the half types)."""
+    declared.pdist(x, p)
+    dtype = dtype_of(x)
+    work = dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype
+    first, second = (from_numpy(rows, dt.int64) for rows in np.triu_indices(x.shape[0], 1))
+    data = x if work is dtype else astype(x, work)
+    diff = binary("sub", index(data, (first,)), index(data, (second,)), work)
+    if p == 0:
+        # PyTorch's count: min(ceil(|d|), 1) per element, so that a NaN difference gives NaN
+        out = reduce("sum", binary("minimum", unary("ceil", unary("abs", diff)), 1.0, work), (1,), False)
+    elif p == 1:
+        out = reduce("sum", unary("abs", diff), (1,), False)
+    elif p == 2:
+        out = unary("sqrt", reduce("sum", binary("mul", diff, diff, work), (1,), False))
+    else:
+        out = binary(
+            "pow", reduce("sum", binary("pow", unary("abs", diff), float(p), work), (1,), False), 1.0 / p, work
+        )
+    return out if work is dtype else astype(out, dtype)
