@@ -750,6 +750,26 @@ case(
     ok(F32, (1,), [np.nan]),
 )
 case("pdist", "a vector", lambda bk, A: bk.pdist(A(VEC), 2.0), ShapeError)
+case(
+    "cross",
+    "along the middle axis and the last, float64, a strided operand",
+    lambda bk, A: (
+        bk.cross(A(X3[:, :, :3].copy()), A(X3[:, :, 1:].copy()), 2),
+        bk.cross(A(X3[:, :, :2].astype(np.float64)), bk.slice(A(X3[:, :, 2:].astype(np.float64)), (Ellipsis,)), 1),
+    ),
+    (
+        ok(F32, (2, 3, 3), np.cross(X3[:, :, :3], X3[:, :, 1:], axis=2)),
+        ok(F64, (2, 3, 2), np.cross(X3[:, :, :2].astype(np.float64), X3[:, :, 2:].astype(np.float64), axis=1)),
+    ),
+)
+case(
+    "cross",
+    "integers, empty",
+    lambda bk, A: (bk.cross(A(I[:, :3]), A(I[::-1].copy()), -1), bk.cross(A(E), A(E), 1)),
+    (ok(I64, (2, 3), np.cross(I, I[::-1])), ok(F32, (0, 3))),
+)
+case("cross", "an axis not of size 3", lambda bk, A: bk.cross(A(X3), A(X3), 2), ShapeError)
+case("cross", "two shapes", lambda bk, A: bk.cross(A(X), A(X[:1]), 1), ShapeError)
 case("pdist", "an integer matrix", lambda bk, A: bk.pdist(A(I), 2.0), DTypeError)
 case("pdist", "an infinite p (the ops layer's)", lambda bk, A: bk.pdist(A(PAIRS), float("inf")), ValueError)
 
@@ -2240,6 +2260,7 @@ def _trait_samples():
         "scan": ((a,), lambda a: cpu.scan("max", a, 1)),
         "matmul": ((a, b.T.copy()), lambda a, b: cpu.matmul(a, b)),
         "pdist": ((a,), lambda a: cpu.pdist(a, 2.0)),
+        "cross": ((a[:, :3].copy(), b[:, :3].copy()), lambda a, b: cpu.cross(a, b, 1)),
         "full": ((), lambda: cpu.full((2, 3), 1.5, float32)),
         "arange": ((), lambda: cpu.arange(0, 5, 1, float32)),
         "astype": ((a,), lambda a: cpu.astype(a, float32)),

@@ -169,3 +169,19 @@ def test_pair_distances_match_numpy_and_pytorch(dtype, p):
     big = np.full((2, 2), 1e30, dtype)
     big[1] = -1e30  # a square past float32's range: inf, as PyTorch's
     np.testing.assert_array_equal(cpu_gemm.pdist(big, 2.0), torch.pdist(torch.from_numpy(big)).numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_products_match_numpy(dtype):
+    from adcuda.backends.cpu import gemm as cpu_gemm
+
+    assert cpu_gemm._CROSS is not None, "the host module was built without cpu_cross"
+    rng = np.random.default_rng(4)
+    for shape, axis in (((5, 3), 1), ((3,), 0), ((2, 3, 4), 1), ((4, 2, 3), -1), ((0, 3), 1), ((3, 0), 0)):
+        a, b = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+        if a.size:
+            a.flat[0], b.flat[1] = np.inf, np.nan
+        native = cpu_gemm.cross(a, b, axis)
+        reference = cpu_gemm.cross_reference(a, b, axis % a.ndim)
+        assert native.dtype == reference.dtype == a.dtype and native.shape == reference.shape
+        np.testing.assert_array_equal(native, reference, strict=True)  # the same roundings, bit for bit

@@ -88,6 +88,7 @@ PRIMITIVES = (
     "triu",
     "matmul",
     "pdist",
+    "cross",
     "softmax",
     "softmax_backward",
     "classifier_loss",
@@ -491,6 +492,18 @@ def pdist(x: BackendArray, p: float) -> None:
         raise ShapeError(f"pdist: expected a matrix (N, M), got shape {fmt_shape(x.shape)}")
     if not 0 <= p < float("inf"):
         raise ValueError(f"pdist: p must be finite and non-negative, got {p}")
+
+
+@primitive(fresh=True, pure=True)
+def cross(a: BackendArray, b: BackendArray, axis: int) -> None:
+    """(the ops layer broadcasts a and b to one shape and promotes nothing)"""
+    if tuple(a.shape) != tuple(b.shape) or _dtype_name(a.dtype) != _dtype_name(b.dtype):
+        raise ShapeError(
+            f"cross: a and b must have one shape and dtype, got {fmt_shape(a.shape)} {_dtype_name(a.dtype)} "
+            f"and {fmt_shape(b.shape)} {_dtype_name(b.dtype)}"
+        )
+    if not -a.ndim <= axis < a.ndim or a.shape[axis] != 3:
+        raise ShapeError(f"cross: axis {axis} of shape {fmt_shape(a.shape)} must have size 3")
 
 
 # the norms (kernels/norm.cu): weight and bias (and per-channel statistics) of the normalised shape

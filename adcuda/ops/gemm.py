@@ -7,13 +7,13 @@ linear run in the autocast region's half dtype; dot promotes mixed inputs to flo
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, check_same_device, constant, result_type, scalar_for, wrap, wrap_dim
+from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap, wrap_dim
 from .dtype_support import FLOATING, NUMBERS
 from .index import diagonal, index_key, triangle_coordinates
 from .layout import cat
@@ -941,12 +941,6 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
     return wrap(P.view(P.contiguous(P.binary("mul", a, b, input.dtype)), out_shape), input._device)
 
 
-# the cross product's two rotations of the three components, c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0],
-# as one gather of each operand: a's first three and b's, then a's last three and b's
-_CROSS_TURNS = ((1, 2, 0, 2, 0, 1), (2, 0, 1, 1, 2, 0))
-_cross_turns_on: dict[Any, tuple[Any, ...]] = {}  # device -> the two as backend arrays there
-
-
 @op(
     "cross",
     dtypes=NUMBERS.one_dtype("input", "other"),
@@ -958,8 +952,12 @@ _cross_turns_on: dict[Any, tuple[Any, ...]] = {}  # device -> the two as backend
     },
 )
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
-    check_same_device("cross", input, other)
-    shape = broadcast_shapes("cross", input._data.shape, other._data.shape)
+    a, b = input._data, other._data
+    shape = a.shape
+    if b.shape != shape or input._device is not other._device:
+        check_same_device("cross", input, other)
+        shape = broadcast_shapes("cross", a.shape, b.shape)
+        a, b = (t._data if t._data.shape == shape else primitives(t).expand(t._data, shape) for t in (input, other))
     if dim is None:
         dim = next((i for i, s in enumerate(shape) if s == 3), None)
         if dim is None:
@@ -970,17 +968,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
             f"cross: dimension {dim} of input {fmt_shape(input.shape)} and other {fmt_shape(other.shape)} "
             "must have size 3"
         )
-    # one gather of each operand along dim, one product of the six, their halves subtracted: on the
-    # backend's arrays
-    P, dtype = primitives(input), input.dtype
-    turns = _cross_turns_on.get(input._device)
-    if turns is None:
-        turns = _cross_turns_on[input._device] = tuple(constant(t, dt.int64, input._device)._data for t in _CROSS_TURNS)
-    lead = (slice(None),) * d
-    a, b = (t._data if t._data.shape == shape else P.expand(t._data, shape) for t in (input, other))
-    products = P.binary("mul", P.index(a, lead + (turns[0],)), P.index(b, lead + (turns[1],)), dtype)
-    first, second = (P.slice(products, lead + (half,)) for half in (slice(0, 3), slice(3, 6)))
-    return wrap(P.binary("sub", first, second, dtype), input._device)
+    return wrap(primitives(input).cross(a, b, d), input._device)  # one primitive: a host loop on the CPU
 
 
 @op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)

@@ -17,7 +17,8 @@
 // Pair distances (pdist, adcuda/backends/cpu/gemm.py): the p-norm of the difference of every pair of rows
 // i < j of a C-contiguous float32/float64 matrix, in PyTorch's order and its dtype; one call where
 // NumPy's gather, difference and norm take six of a microsecond each at a small pdist's sizes. NumPy's
-// path stays the reference (tests/test_norm_host.py compares the two).
+// path stays the reference (tests/test_norm_host.py compares the two). The cross product of 3-vectors
+// (cross, the same module) likewise: one pass where NumPy's two gathers, product and difference take four calls.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -421,10 +422,44 @@ py::array_t<T> pdist(const Array<T>& x, double p) {
   return out;
 }
 
+// the cross products of the 3-vectors along the middle dim of a and b viewed as (outer, 3, inner), each
+// component a[i] * b[j] - a[j] * b[i] rounded as those two products and their difference (NumPy's order)
+template <typename T>
+py::array_t<T> cross(const Array<T>& a, const Array<T>& b, Index outer, Index inner) {
+  if (a.size() != b.size() || a.size() != outer * 3 * inner)
+    throw std::invalid_argument("cpu_cross: the arrays do not fit (outer, 3, inner)");
+  py::array_t<T> out(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+  const T* x = a.data();
+  const T* y = b.data();
+  T* c = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (Index o = 0; o < outer; ++o) {
+      const Index base = o * 3 * inner;
+      for (Index k = 0; k < inner; ++k) {
+        const T* u = x + base + k;
+        const T* v = y + base + k;
+        T* w = c + base + k;
+        const T u0 = u[0], u1 = u[inner], u2 = u[2 * inner], v0 = v[0], v1 = v[inner], v2 = v[2 * inner];
+        w[0] = u1 * v2 - u2 * v1;
+        w[inner] = u2 * v0 - u0 * v2;
+        w[2 * inner] = u0 * v1 - u1 * v0;
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 
 void bind_norm(py::module_& m) {
+  m.def("cpu_cross", &cross<float>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("outer"),
+        py::arg("inner"));
+  m.def("cpu_cross", &cross<double>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("outer"),
+        py::arg("inner"),
+        "The cross products of the 3-vectors along the middle dim of C-contiguous float32/float64 arrays a and "
+        "b of one shape, viewed as (outer, 3, inner), in an array of their shape.");
   m.def("cpu_pdist", &pdist<float>, py::arg("x").noconvert(), py::arg("p"));
   m.def("cpu_pdist", &pdist<double>, py::arg("x").noconvert(), py::arg("p"),
         "The p-norms (finite p >= 0) of the differences of the rows i < j of a C-contiguous float32/float64 "

@@ -4,6 +4,7 @@ epilogue the GEMM fuses on CUDA: a bias per output column and GELU's tanh form.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
@@ -16,7 +17,7 @@ from . import threads
 from ._common import _F16, _F32, _F64, BackendArray, _compute
 from .elementwise import _gelu_tanh
 
-__all__ = ["matmul", "pdist"]
+__all__ = ["matmul", "pdist", "cross"]
 
 
 # (for type checkers: the result is a pair only with save_preactivation=True)
@@ -116,6 +117,9 @@ _PDIST = _native._C if hasattr(_native._C, "cpu_pdist") else None
 def pdist(x: BackendArray, p: float) -> BackendArray:
     """The p-norms (finite p >= 0) of the differences of the rows i < j of ``x`` (N, M), pairs in
     row-major order, in x's dtype."""
+    if _PDIST is not None and (x.dtype is _F32 or x.dtype is _F64) and x.ndim == 2 and 0 <= p < math.inf:
+        # the common case first, before the declaration's checks (it passes them): a small pdist's cost
+        return _PDIST.cpu_pdist(np.ascontiguousarray(x), float(p))
     declared.pdist(x, p)
     if _PDIST is not None and (x.dtype == _F32 or x.dtype == _F64):
         return _PDIST.cpu_pdist(np.ascontiguousarray(x), float(p))
@@ -136,6 +140,34 @@ def pdist_reference(x: BackendArray, p: float) -> BackendArray:
     else:
         out = np.power(np.power(np.abs(diff), p).sum(1), 1.0 / p)
     return out.astype(x.dtype, copy=False)
+
+
+_CROSS = _native._C if hasattr(_native._C, "cpu_cross") else None
+
+
+def cross(a: BackendArray, b: BackendArray, axis: int) -> BackendArray:
+    """The cross products of the 3-vectors along ``axis`` of ``a`` and ``b`` (one shape and dtype): the
+    host module's loop (kernels/host/norm.cpp) for float32/float64, NumPy's np.cross (the same products
+    and differences, its reference) otherwise."""
+    if not (
+        (a.dtype is _F32 or a.dtype is _F64)
+        and b.dtype is a.dtype
+        and a.shape == b.shape
+        and -a.ndim <= axis < a.ndim
+        and a.shape[axis] == 3
+    ):  # (the common case passes the declaration's checks: a small cross's cost)
+        declared.cross(a, b, axis)
+    axis %= a.ndim
+    if _CROSS is not None and (a.dtype == _F32 or a.dtype == _F64):
+        shape = a.shape
+        outer = math.prod(shape[:axis])
+        return _CROSS.cpu_cross(np.ascontiguousarray(a), np.ascontiguousarray(b), outer, a.size // (3 * outer or 1))
+    return cross_reference(a, b, axis)
+
+
+def cross_reference(a: BackendArray, b: BackendArray, axis: int) -> BackendArray:
+    """NumPy's cross products (in the arrays' dtype: float16 rounds each product and difference to it)."""
+    return np.cross(a, b, axis=axis).astype(a.dtype, copy=False)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -34,8 +34,9 @@ from .elementwise import binary, unary
 from .index import index
 from .reduce import reduce
 from .storage import astype, dtype_of, from_numpy, view
+from .storage import slice as slice_array
 
-__all__ = ["matmul", "pdist"]
+__all__ = ["matmul", "pdist", "cross"]
 
 GEMM_ENV = "ADCUDA_GEMM"
 GEMM_MODES = ("auto", "handwritten", "cublaslt")
@@ -236,3 +237,21 @@ def pdist(x: BackendArray, p: float) -> BackendArray:
             "pow", reduce("sum", binary("pow", unary("abs", diff), float(p), work), (1,), False), 1.0 / p, work
         )
     return out if work is dtype else astype(out, dtype)
+
+
+# the cross product's two rotations of the three components, c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0],
+# as one gather of each operand: a's first three and b's, then a's last three and b's
+_CROSS_TURNS = (np.array([1, 2, 0, 2, 0, 1]), np.array([2, 0, 1, 1, 2, 0]))
+
+
+def cross(a: BackendArray, b: BackendArray, axis: int) -> BackendArray:
+    """The cross products along ``axis``, composed of existing kernels: one gather of each operand, one
+    product of the six, their halves subtracted (the CPU backend's products and differences)."""
+    declared.cross(a, b, axis)
+    axis %= len(a.shape)
+    dtype = dtype_of(a)
+    first, second = (from_numpy(turns, dt.int64) for turns in _CROSS_TURNS)
+    lead = (slice(None),) * axis
+    products = binary("mul", index(a, lead + (first,)), index(b, lead + (second,)), dtype)
+    halves = (slice_array(products, lead + (half,)) for half in (slice(0, 3), slice(3, 6)))
+    return binary("sub", *halves, dtype)
