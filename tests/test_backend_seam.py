@@ -750,6 +750,30 @@ case(
     ok(F32, (1,), [np.nan]),
 )
 case("pdist", "a vector", lambda bk, A: bk.pdist(A(VEC), 2.0), ShapeError)
+for p in (0.0, 1.0, 2.0, 3.5):
+    case(
+        "cdist",
+        f"p={p}: each row of x1 to each of x2",
+        lambda bk, A, p=p: bk.cdist(A(PAIRS[None]), A(PAIRS[None, :2]), p),
+        ok(F32, (1, 3, 2), [[[_pair_norms(np.stack([a, b]), p)[0] for b in PAIRS[:2]] for a in PAIRS]]),
+    )
+case(
+    "cdist",
+    "batches, float64, float16 (computed in fp32), no rows",
+    lambda bk, A: (
+        bk.cdist(A(X3.astype(np.float64)), A(X3[:, :1].astype(np.float64)), 2.0),
+        bk.cdist(A(X3.astype(np.float16)), A(X3.astype(np.float16)), 1.0),
+        bk.cdist(A(X3[:, :0]), A(X3), 2.0),
+    ),
+    (
+        ok(F64, (2, 3, 1), np.linalg.norm(X3.astype(np.float64)[:, :, None] - X3[:, None, :1], axis=-1)),
+        ok(F16, (2, 3, 3)),
+        ok(F32, (2, 0, 3)),
+    ),
+)
+case("cdist", "batches that differ", lambda bk, A: bk.cdist(A(X3), A(X3[:1]), 2.0), ShapeError)
+case("cdist", "two dtypes", lambda bk, A: bk.cdist(A(X3), A(X3.astype(np.float64)), 2.0), DTypeError)
+case("cdist", "an infinite p", lambda bk, A: bk.cdist(A(X3), A(X3), float("inf")), ValueError)
 case(
     "cross",
     "along the middle axis and the last, float64, a strided operand",
@@ -2260,6 +2284,7 @@ def _trait_samples():
         "scan": ((a,), lambda a: cpu.scan("max", a, 1)),
         "matmul": ((a, b.T.copy()), lambda a, b: cpu.matmul(a, b)),
         "pdist": ((a,), lambda a: cpu.pdist(a, 2.0)),
+        "cdist": ((a[None], b[None]), lambda a, b: cpu.cdist(a, b, 2.0)),
         "cross": ((a[:, :3].copy(), b[:, :3].copy()), lambda a, b: cpu.cross(a, b, 1)),
         "full": ((), lambda: cpu.full((2, 3), 1.5, float32)),
         "arange": ((), lambda: cpu.arange(0, 5, 1, float32)),

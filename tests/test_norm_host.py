@@ -185,3 +185,27 @@ def test_cross_products_match_numpy(dtype):
         reference = cpu_gemm.cross_reference(a, b, axis % a.ndim)
         assert native.dtype == reference.dtype == a.dtype and native.shape == reference.shape
         np.testing.assert_array_equal(native, reference, strict=True)  # the same roundings, bit for bit
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 0.5, 3.0])
+def test_row_distances_match_numpy_and_pytorch(dtype, p):
+    import torch
+
+    from adcuda.backends.cpu import gemm as cpu_gemm
+
+    rng = np.random.default_rng(5)
+    for b, n, r, m in ((2, 5, 4, 3), (1, 1, 6, 8), (3, 0, 2, 2), (1, 3, 3, 0), (1, 2, 2, 40)):
+        x1, x2 = rng.standard_normal((b, n, m)).astype(dtype), rng.standard_normal((b, r, m)).astype(dtype)
+        if min(n, r, m) >= 2:
+            x1[0, 0, 0], x2[0, 1, 1] = np.nan, np.inf
+            x2[0, 0] = x1[0, 1]  # a zero distance
+        native = cpu_gemm.cdist(x1, x2, p)
+        reference = cpu_gemm.cdist_reference(x1, x2, p)
+        assert native.dtype == reference.dtype == x1.dtype and native.shape == reference.shape == (b, n, r)
+        tolerance = dict(rtol=2e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+        np.testing.assert_allclose(native, reference, **tolerance)
+        expected = torch.cdist(
+            torch.from_numpy(x1), torch.from_numpy(x2), p, compute_mode="donot_use_mm_for_euclid_dist"
+        )
+        np.testing.assert_allclose(native, expected.numpy(), **tolerance)

@@ -88,6 +88,7 @@ PRIMITIVES = (
     "triu",
     "matmul",
     "pdist",
+    "cdist",
     "cross",
     "softmax",
     "softmax_backward",
@@ -492,6 +493,22 @@ def pdist(x: BackendArray, p: float) -> None:
         raise ShapeError(f"pdist: expected a matrix (N, M), got shape {fmt_shape(x.shape)}")
     if not 0 <= p < float("inf"):
         raise ValueError(f"pdist: p must be finite and non-negative, got {p}")
+
+
+@primitive(fresh=True, pure=True)
+def cdist(x1: BackendArray, x2: BackendArray, p: float) -> None:
+    """(the ops layer broadcasts the batch dims to one and promotes nothing)"""
+    _require_floating("cdist", x1)
+    if x1.ndim != 3 or x2.ndim != 3 or x1.shape[0] != x2.shape[0] or x1.shape[2] != x2.shape[2]:
+        raise ShapeError(
+            f"cdist: expected (B, P, M) and (B, R, M), got {fmt_shape(x1.shape)} and {fmt_shape(x2.shape)}"
+        )
+    if _dtype_name(x1.dtype) != _dtype_name(x2.dtype):
+        raise DTypeError(
+            f"cdist: x1 and x2 must have one dtype, got {_dtype_name(x1.dtype)} and {_dtype_name(x2.dtype)}"
+        )
+    if not 0 <= p < float("inf"):
+        raise ValueError(f"cdist: p must be finite and non-negative, got {p}")
 
 
 @primitive(fresh=True, pure=True)

@@ -738,10 +738,11 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     if p < 0:
         raise ValueError(f"cdist: p must be non-negative, got {p}")
     if math.isfinite(p) and not needs_grad(x1, x2):
-        bk, whole = primitives(x1), slice(None)
-        rows = bk.slice(x1._data, (Ellipsis, whole, None, whole))  # (..., P, 1, M) - (..., 1, R, M)
-        diff = bk.binary("sub", rows, bk.slice(x2._data, (Ellipsis, None, whole, whole)), result_type(x1, x2))
-        return _pnorm_of(diff, x1._device, p, -1, False)
+        # one primitive (a host loop on the CPU) over the batch dims broadcast and flattened
+        bk, dtype = primitives(x1), result_type(x1, x2)
+        batch = broadcast_shapes("cdist", x1._data.shape[:-2], x2._data.shape[:-2])
+        a, b = (_batch_of_matrices(t, dtype, batch) for t in (x1, x2))
+        return wrap(bk.view(bk.cdist(a, b, float(p)), batch + (a.shape[1], b.shape[1])), x1._device)
     # the direct difference (P x R x M values): exact, and 0 (not NaN) gradients where rows coincide;
     # compute_mode is accepted and the direct form always used
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
@@ -750,6 +751,18 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     if p == float("inf"):
         return diff.abs().amax(-1)
     return diff.norm(p, -1)
+
+
+def _batch_of_matrices(t, dtype, batch):
+    """``t``'s array (..., P, M) in ``dtype`` with its batch dims broadcast to ``batch``, as one contiguous
+    (prod(batch), P, M)."""
+    bk, data = primitives(t), t._data
+    if t.dtype is not dtype:
+        data = bk.astype(data, dtype)
+    matrix = tuple(data.shape[-2:])
+    if tuple(data.shape[:-2]) != batch:
+        data = bk.expand(data, batch + matrix)
+    return bk.view(bk.contiguous(data), (math.prod(batch),) + matrix)
 
 
 @op(
@@ -973,7 +986,18 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
 
 @op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
-    broadcast_shapes("dist", input._data.shape, other._data.shape)
+    shape = broadcast_shapes("dist", input._data.shape, other._data.shape)
+    if math.isfinite(p) and p != 0 and input._device is other._device and not needs_grad(input, other):
+        # the distance of two rows: cdist's primitive (a host loop on the CPU) over the broadcast values
+        # (not for p = 0, whose count takes a NaN difference as nonzero in dist, as NaN in cdist)
+        bk, dtype = primitives(input), result_type(input, other)
+        a, b = (t._data if t.dtype is dtype else bk.astype(t._data, dtype) for t in (input, other))
+        if a.shape != shape:
+            a = bk.expand(a, shape)
+        if b.shape != shape:
+            b = bk.expand(b, shape)
+        a, b = (bk.view(bk.contiguous(x), (1, 1, math.prod(shape))) for x in (a, b))
+        return wrap(bk.view(bk.cdist(a, b, float(p)), ()), input._device)
     if math.isfinite(p) and input._device is other._device and not needs_grad(input, other):
         bk = primitives(input)
         diff = bk.binary("sub", input._data, other._data, result_type(input, other))

@@ -18,7 +18,7 @@
 // i < j of a C-contiguous float32/float64 matrix, in PyTorch's order and its dtype; one call where
 // NumPy's gather, difference and norm take six of a microsecond each at a small pdist's sizes. NumPy's
 // path stays the reference (tests/test_norm_host.py compares the two). The cross product of 3-vectors
-// (cross, the same module) likewise: one pass where NumPy's two gathers, product and difference take four calls.
+// (cross, the same module) and the distances between the rows of two matrices (cdist, dist) likewise: one pass where NumPy's two gathers, product and difference take four calls.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -450,10 +450,35 @@ py::array_t<T> cross(const Array<T>& a, const Array<T>& b, Index outer, Index in
   return out;
 }
 
+// the distances of each row of x1 (batches, P, M) to each row of x2 (batches, R, M): (batches, P, R)
+template <typename T>
+py::array_t<T> cdist(const Array<T>& x1, const Array<T>& x2, double p) {
+  if (x1.ndim() != 3 || x2.ndim() != 3 || x1.shape(0) != x2.shape(0) || x1.shape(2) != x2.shape(2))
+    throw std::invalid_argument("cpu_cdist: expected (B, P, M) and (B, R, M)");
+  if (!(p >= 0.0) || std::isinf(p)) throw std::invalid_argument("cpu_cdist: p must be finite and non-negative");
+  const Index batches = x1.shape(0), rows1 = x1.shape(1), rows2 = x2.shape(1), m = x1.shape(2);
+  py::array_t<T> out(std::vector<py::ssize_t>{batches, rows1, rows2});
+  const T* a = x1.data();
+  const T* b = x2.data();
+  T* d = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (Index n = 0; n < batches; ++n)
+      for (Index i = 0; i < rows1; ++i)
+        for (Index j = 0; j < rows2; ++j)
+          *d++ = pair_distance(a + (n * rows1 + i) * m, b + (n * rows2 + j) * m, m, static_cast<T>(p));
+  }
+  return out;
+}
+
 }  // namespace
 
 
 void bind_norm(py::module_& m) {
+  m.def("cpu_cdist", &cdist<float>, py::arg("x1").noconvert(), py::arg("x2").noconvert(), py::arg("p"));
+  m.def("cpu_cdist", &cdist<double>, py::arg("x1").noconvert(), py::arg("x2").noconvert(), py::arg("p"),
+        "The p-norms (finite p >= 0) of the differences of each row of x1 (B, P, M) and each row of x2 "
+        "(B, R, M), C-contiguous float32/float64 of one dtype: (B, P, R) in their dtype.");
   m.def("cpu_cross", &cross<float>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("outer"),
         py::arg("inner"));
   m.def("cpu_cross", &cross<double>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("outer"),

@@ -17,7 +17,7 @@ from . import threads
 from ._common import _F16, _F32, _F64, BackendArray, _compute
 from .elementwise import _gelu_tanh
 
-__all__ = ["matmul", "pdist", "cross"]
+__all__ = ["matmul", "pdist", "cdist", "cross"]
 
 
 # (for type checkers: the result is a pair only with save_preactivation=True)
@@ -109,8 +109,8 @@ def _cannot_multiply(a, b):
     )
 
 
-# The host module's pair distances (kernels/host/norm.cpp) for float32/float64; NumPy's (the reference it
-# is tested against) for the half types and without the host module.
+# The host module's pair distances and distances between rows (kernels/host/norm.cpp) for float32/float64;
+# NumPy's (the reference it is tested against) for the half types and without the host module.
 _PDIST = _native._C if hasattr(_native._C, "cpu_pdist") else None
 
 
@@ -130,16 +130,41 @@ def pdist_reference(x: BackendArray, p: float) -> BackendArray:
     """NumPy's pair distances: the pairs' rows gathered, their difference, its p-norm (fp32 for float16)."""
     first, second = np.triu_indices(x.shape[0], 1)
     data = _compute(x)
-    diff = data[first] - data[second]
+    return _norms_of_rows(data[first] - data[second], p).astype(x.dtype, copy=False)
+
+
+def cdist(x1: BackendArray, x2: BackendArray, p: float) -> BackendArray:
+    """The p-norms (finite p >= 0) of the differences of each row of x1 (B, P, M) and each row of x2
+    (B, R, M): (B, P, R) in their dtype."""
+    if not (
+        (x1.dtype is _F32 or x1.dtype is _F64)
+        and x2.dtype is x1.dtype
+        and x1.ndim == 3 == x2.ndim
+        and x1.shape[0] == x2.shape[0]
+        and x1.shape[2] == x2.shape[2]
+        and 0 <= p < math.inf
+    ):  # (the common case passes the declaration's checks: a small cdist's cost)
+        declared.cdist(x1, x2, p)
+    if _PDIST is not None and (x1.dtype == _F32 or x1.dtype == _F64):
+        return _PDIST.cpu_cdist(np.ascontiguousarray(x1), np.ascontiguousarray(x2), float(p))
+    return cdist_reference(x1, x2, p)
+
+
+def cdist_reference(x1: BackendArray, x2: BackendArray, p: float) -> BackendArray:
+    """NumPy's distances: the broadcast difference (B, P, R, M), its p-norm over M (fp32 for float16)."""
+    diff = _compute(x1)[:, :, None, :] - _compute(x2)[:, None, :, :]
+    return _norms_of_rows(diff, p).astype(x1.dtype, copy=False)
+
+
+def _norms_of_rows(diff, p):
+    """The p-norms over the last dim of ``diff``, as PyTorch's distance kernels compute them."""
     if p == 0:
-        out = np.minimum(np.ceil(np.abs(diff)), 1).sum(1)  # PyTorch's count: a NaN difference gives NaN
-    elif p == 1:
-        out = np.abs(diff).sum(1)
-    elif p == 2:
-        out = np.sqrt(np.square(diff).sum(1))
-    else:
-        out = np.power(np.power(np.abs(diff), p).sum(1), 1.0 / p)
-    return out.astype(x.dtype, copy=False)
+        return np.minimum(np.ceil(np.abs(diff)), 1).sum(-1)  # PyTorch's count: a NaN difference gives NaN
+    if p == 1:
+        return np.abs(diff).sum(-1)
+    if p == 2:
+        return np.sqrt(np.square(diff).sum(-1))
+    return np.power(np.power(np.abs(diff), p).sum(-1), 1.0 / p)
 
 
 _CROSS = _native._C if hasattr(_native._C, "cpu_cross") else None

@@ -36,7 +36,7 @@ from .reduce import reduce
 from .storage import astype, dtype_of, from_numpy, view
 from .storage import slice as slice_array
 
-__all__ = ["matmul", "pdist", "cross"]
+__all__ = ["matmul", "pdist", "cdist", "cross"]
 
 GEMM_ENV = "ADCUDA_GEMM"
 GEMM_MODES = ("auto", "handwritten", "cublaslt")
@@ -225,16 +225,34 @@ def pdist(x: BackendArray, p: float) -> BackendArray:
     first, second = (from_numpy(rows, dt.int64) for rows in np.triu_indices(x.shape[0], 1))
     data = x if work is dtype else astype(x, work)
     diff = binary("sub", index(data, (first,)), index(data, (second,)), work)
+    return _norms_of_rows(diff, p, work, dtype)
+
+
+def cdist(x1: BackendArray, x2: BackendArray, p: float) -> BackendArray:
+    """The distances of each row of x1 (B, P, M) to each row of x2 (B, R, M), composed of existing
+    kernels: the broadcast difference (B, P, R, M), its p-norm over M as pdist's (fp32 for the half types)."""
+    declared.cdist(x1, x2, p)
+    dtype = dtype_of(x1)
+    work = dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype
+    a, b = (x if work is dtype else astype(x, work) for x in (x1, x2))
+    whole = slice(None)
+    rows, columns = slice_array(a, (whole, whole, None, whole)), slice_array(b, (whole, None, whole, whole))
+    return _norms_of_rows(binary("sub", rows, columns, work), p, work, dtype)
+
+
+def _norms_of_rows(diff, p, work, dtype):
+    """The p-norms over the last dim of ``diff`` (in ``work``), as PyTorch's distance kernels, in ``dtype``."""
+    axis = (len(diff.shape) - 1,)
     if p == 0:
         # PyTorch's count: min(ceil(|d|), 1) per element, so that a NaN difference gives NaN
-        out = reduce("sum", binary("minimum", unary("ceil", unary("abs", diff)), 1.0, work), (1,), False)
+        out = reduce("sum", binary("minimum", unary("ceil", unary("abs", diff)), 1.0, work), axis, False)
     elif p == 1:
-        out = reduce("sum", unary("abs", diff), (1,), False)
+        out = reduce("sum", unary("abs", diff), axis, False)
     elif p == 2:
-        out = unary("sqrt", reduce("sum", binary("mul", diff, diff, work), (1,), False))
+        out = unary("sqrt", reduce("sum", binary("mul", diff, diff, work), axis, False))
     else:
         out = binary(
-            "pow", reduce("sum", binary("pow", unary("abs", diff), float(p), work), (1,), False), 1.0 / p, work
+            "pow", reduce("sum", binary("pow", unary("abs", diff), float(p), work), axis, False), 1.0 / p, work
         )
     return out if work is dtype else astype(out, dtype)
 
