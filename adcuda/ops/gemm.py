@@ -729,6 +729,20 @@ def _check_float_pair(name, x1, x2):
     method=False,
 )
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    if x1.__class__ is Tensor and x2.__class__ is Tensor:
+        a, b = x1._data, x2._data
+        if (
+            a.ndim == 2 == b.ndim
+            and a.dtype is b.dtype  # (floating: the dtype rule checked x1)
+            and a.shape[1] == b.shape[1]
+            and x1._device is x2._device
+            and 0 <= p < math.inf
+            and not needs_grad(x1, x2)
+        ):
+            # two matrices of one dtype, the common call: the checks below pass, nothing to broadcast
+            bk = primitives(x1)
+            a, b = (bk.view(bk.contiguous(x), (1,) + x.shape) for x in (a, b))
+            return wrap(bk.view(bk.cdist(a, b, float(p)), (a.shape[1], b.shape[1])), x1._device)
     _check_float_pair("cdist", x1, x2)
     if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
         raise ShapeError(
@@ -990,14 +1004,19 @@ def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
     if math.isfinite(p) and p != 0 and input._device is other._device and not needs_grad(input, other):
         # the distance of two rows: cdist's primitive (a host loop on the CPU) over the broadcast values
         # (not for p = 0, whose count takes a NaN difference as nonzero in dist, as NaN in cdist)
-        bk, dtype = primitives(input), result_type(input, other)
-        a, b = (t._data if t.dtype is dtype else bk.astype(t._data, dtype) for t in (input, other))
+        bk, a, b = primitives(input), input._data, other._data
+        if a.dtype is not b.dtype:
+            dtype = result_type(input, other)
+            a, b = (t._data if t.dtype is dtype else bk.astype(t._data, dtype) for t in (input, other))
         if a.shape != shape:
             a = bk.expand(a, shape)
         if b.shape != shape:
             b = bk.expand(b, shape)
-        a, b = (bk.view(bk.contiguous(x), (1, 1, math.prod(shape))) for x in (a, b))
-        return wrap(bk.view(bk.cdist(a, b, float(p)), ()), input._device)
+        row = (1, 1, math.prod(shape))
+        return wrap(
+            bk.view(bk.cdist(bk.view(bk.contiguous(a), row), bk.view(bk.contiguous(b), row), float(p)), ()),
+            input._device,
+        )
     if math.isfinite(p) and input._device is other._device and not needs_grad(input, other):
         bk = primitives(input)
         diff = bk.binary("sub", input._data, other._data, result_type(input, other))
