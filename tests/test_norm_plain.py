@@ -34,7 +34,11 @@ CALLS = {
     "layer_norm": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b),
     "layer_norm, an int shape": lambda x, w, b: F.layer_norm(x, x.shape[-1], w, b, eps=1e-3),
     "group_norm": lambda x, w, b: F.group_norm(x, 2, w, b),
+    "instance_norm": lambda x, w, b: F.instance_norm(x, weight=w, bias=b),
+    "rms_norm": lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w),
+    "batch_norm": lambda x, w, b: F.batch_norm(x, adcuda.zeros(4), adcuda.ones(4), w, b, training=True),
 }
+_SIZE = {"layer_norm": 6, "layer_norm, an int shape": 6, "rms_norm": 6}  # the others: per channel (4)
 
 
 @pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float64])
@@ -42,7 +46,7 @@ CALLS = {
 def test_the_plain_case_gives_what_the_general_path_gives(name, dtype):
     rng = np.random.default_rng(5)
     x = adcuda.tensor(rng.standard_normal((2, 4, 6)), dtype=dtype)
-    size = 6 if name.startswith("layer") else 4
+    size = _SIZE.get(name, 4)
     w, b = (adcuda.tensor(rng.standard_normal(size), dtype=dtype) for _ in range(2))
     for args in ((x, w, b), (x, None, None), (x.transpose(0, 1).contiguous().transpose(0, 1), w, None)):
         fast = CALLS[name](*args)
@@ -54,9 +58,9 @@ def test_the_plain_case_gives_what_the_general_path_gives(name, dtype):
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_a_call_that_takes_part_records(name):
-    size = 6 if name.startswith("layer") else 4
+    size = _SIZE.get(name, 4)
     x = adcuda.ones(2, 4, 6) + adcuda.arange(6.0)
-    for which in range(3):
+    for which in range(2 if name == "rms_norm" else 3):  # (rms_norm has no bias)
         args = [x, adcuda.ones(size), adcuda.zeros(size)]
         args[which] = args[which].clone().requires_grad_()
         out = CALLS[name](*args)
@@ -82,3 +86,23 @@ def test_other_dtypes_and_shapes_take_the_path():
     assert F.layer_norm(adcuda.ones(0, 6), (6,)).shape == (0, 6)
     with adcuda.autocast("cpu", dtype=adcuda.float16):
         assert F.layer_norm(x, (6,)).dtype == adcuda.float32  # autocast's float32 policy: its hook
+
+
+@pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float64])
+def test_batch_norm_updates_the_running_statistics_as_the_general_path(dtype):
+    x = adcuda.tensor(np.random.default_rng(7).standard_normal((3, 4, 5)), dtype=dtype)
+
+    def run():
+        mean, var = adcuda.zeros(4, dtype=dtype), adcuda.ones(4, dtype=dtype)
+        out = F.batch_norm(x, mean, var, training=True, momentum=0.25)
+        return out.numpy(), mean.numpy(), var.numpy(), mean._version.value, var._version.value
+
+    fast = run()
+    general, _ = _general(run)
+    for f, g in zip(fast[:3], general[:3]):
+        np.testing.assert_array_equal(f, g, strict=True)
+    assert fast[3:] == general[3:]
+    with pytest.raises(AdcudaError, match="batch_norm"):
+        F.batch_norm(adcuda.ones(1, 4), adcuda.zeros(4), adcuda.ones(4), training=True)  # one value per channel
+    with pytest.raises(AdcudaError, match="instance_norm"):
+        F.instance_norm(adcuda.ones(2, 4, 1))

@@ -397,6 +397,9 @@ def native_batch_norm(
     return wrap(y, device), mean, rstd
 
 
+_native_batch_norm = get("native_batch_norm").forward
+
+
 @op(
     "batch_norm",
     doc="input (N, C, *) normalised per channel with the batch's (training) or the running "
@@ -416,6 +419,17 @@ def batch_norm(
     momentum: float | None = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
+    x = input._data if input.__class__ is Tensor else None
+    if (
+        training
+        and momentum.__class__ is float
+        and x is not None
+        and x.ndim >= 2
+        and x.size > x.shape[1]  # (more than one value per channel)
+        and _plain(input, x.shape[1], running_mean, running_var, weight, bias)
+    ):
+        # the plain case: native_batch_norm's forward alone, nothing to check or record
+        return _native_batch_norm(input, weight, bias, running_mean, running_var, momentum, eps)[0]
     name = "batch_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
@@ -461,6 +475,19 @@ def instance_norm(
     momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
+    x = input._data if input.__class__ is Tensor else None
+    if (
+        x is not None
+        and use_input_stats
+        and running_mean is None
+        and running_var is None
+        and x.ndim >= 3
+        and x.size
+        and x.size > x.shape[0] * x.shape[1]  # (more than one position)
+        and _plain(input, x.shape[1], weight, bias)
+    ):
+        # the plain case: group norm with one channel per group, nothing to check or record
+        return _native_group_norm(input, x.shape[1], weight, bias, eps)[0]
     name = "instance_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
@@ -631,6 +658,9 @@ def native_rms_norm(
     return wrap(y, input._device), wrap(rstd, input._device)
 
 
+_native_rms_norm = get("native_rms_norm").forward
+
+
 @op(
     "rms_norm",
     doc="input / sqrt(mean(input^2 over normalized_shape) + eps), then scaled by weight.",
@@ -642,6 +672,11 @@ def native_rms_norm(
 def rms_norm(
     input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None, eps: float | None = None
 ) -> Tensor:
+    size = _last_size(normalized_shape)
+    if size is not None and input._data.shape[-1:] == (size,) and _plain(input, size, weight):
+        if eps is None:
+            eps = finfo(input.dtype).eps
+        return _native_rms_norm(input, (size,), weight, eps)[0]  # the plain case: nothing to check or record
     name = "rms_norm"
     shape = _input_normalized_shape(name, input, normalized_shape)
     n = len(shape)
