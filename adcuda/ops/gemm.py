@@ -821,6 +821,17 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
         raise ShapeError(
             f"cosine_similarity: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
         ) from None
+    if not needs_grad(x1, x2) and x1.dtype is x2.dtype and x1.dtype in (dt.float32, dt.float64):
+        # the same formula on the backend's arrays, the norms as pnorm's forward computes them for p = 2
+        bk, dtype, axis = primitives(x1), x1.dtype, (wrap_dim(dim, len(shape), "cosine_similarity"),)
+
+        def unit_of(t):
+            data = t._data if t._data.shape == shape else bk.expand(t._data, shape)
+            norm = bk.unary("sqrt", bk.reduce("sum", bk.binary("mul", data, data, dtype), axis, True))
+            return bk.binary("div", data, bk.clamp(norm, eps, None), dtype)
+
+        product = bk.binary("mul", unit_of(x1), unit_of(x2), dtype)
+        return wrap(bk.reduce("sum", product, axis, False), x1._device)
     if not needs_grad(x1, x2):
         # the same formula on the backend's arrays, pnorm's forward for the norms
         bk, device = primitives(x1), x1._device
