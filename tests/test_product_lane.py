@@ -179,3 +179,30 @@ def test_the_profiler_sees_each_call():
         adcuda.addmm(x, x, x)
     assert [e.name for e in prof.events()][:1] == ["mm"] and "addmm" in [e.name for e in prof.events()]
     assert dispatch._plain
+
+
+@pytest.mark.parametrize(
+    "equation, shapes",
+    [
+        ("ij,jk->ik", ((3, 4), (4, 5))),  # a matrix product: matmul's one call
+        ("bij,bjk->bik", ((2, 3, 4), (2, 4, 5))),
+        ("ij,jk->ki", ((3, 4), (4, 5))),  # the others: the general contraction
+        ("ij,jj->ij", ((3, 4), (4, 4))),
+        ("bij,cjk->bik", ((2, 3, 4), (2, 4, 5))),
+        ("ij,jk->ik", ((1, 4), (4, 1))),
+    ],
+)
+def test_einsum_of_a_matrix_product_is_matmul(equation, shapes):
+    rng = np.random.default_rng(8)
+    arrays = [rng.standard_normal(s) for s in shapes]
+    leaves = [adcuda.tensor(a, requires_grad=True) for a in arrays]
+    out = adcuda.einsum(equation, *leaves)
+    expected = [torch.tensor(a, requires_grad=True) for a in arrays]
+    reference = torch.einsum(equation, *expected)
+    np.testing.assert_allclose(out.detach().numpy(), reference.detach().numpy(), rtol=1e-12)
+    out.sum().backward()
+    reference.sum().backward()
+    for leaf, t in zip(leaves, expected):
+        np.testing.assert_allclose(leaf.grad.numpy(), t.grad.numpy(), rtol=1e-12)
+    with pytest.raises(AdcudaError, match="einsum"):
+        adcuda.einsum("ij,jk->ik", adcuda.ones(2, 3), adcuda.ones(4, 5))

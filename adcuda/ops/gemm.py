@@ -690,6 +690,8 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
         raise ShapeError("einsum: at least one operand is needed")
     check_same_device("einsum", *operands)
     labels, out = _einsum_labels(equation, operands)
+    if len(operands) == 2 and _is_matrix_product(labels, out, operands):
+        return matmul(*operands)  # ('ij,jk->ik', 'bij,bjk->bik'): one product, none of the steps below
     terms = [_einsum_diagonal(t, ls) for t, ls in zip(operands, labels)]
 
     def needed_after(k):
@@ -709,6 +711,21 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     result, result_labels = _sum_out(result, result_labels, set(out))
     order = [result_labels.index(c) for c in out]
     return result.permute(order) if order != sorted(order) else result
+
+
+def _is_matrix_product(labels, out, operands):
+    """Whether an einsum of two operands is their (batched) matrix product: the same batch labels and
+    sizes, (..., i, j) and (..., j, k) to (..., i, k) with i, j, k distinct and not batch labels."""
+    (a_labels, b_labels), (a, b) = labels, operands
+    n = len(a_labels)
+    if n < 2 or len(b_labels) != n or len(out) != n or len(set(a_labels)) != n or len(set(b_labels)) != n:
+        return False
+    i, j = a_labels[-2:]
+    batch = a_labels[:-2]
+    if b_labels != batch + [j, b_labels[-1]] or out != batch + [i, b_labels[-1]] or b_labels[-1] in a_labels:
+        return False
+    a_shape, b_shape = a._data.shape, b._data.shape
+    return a_shape[:-2] == b_shape[:-2] and a_shape[-1] == b_shape[-2] and a._data.dtype is b._data.dtype
 
 
 def _check_float_pair(name, x1, x2):
