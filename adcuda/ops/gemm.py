@@ -945,6 +945,15 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
     autocast="lower",
 )
 def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[int | Sequence[int]] = 2) -> Tensor:
+    if (
+        dims.__class__ is int
+        and a.__class__ is Tensor
+        and b.__class__ is Tensor
+        and a._data.ndim == 2 == b._data.ndim
+        and dims == 1
+        and a._data.shape[1] == b._data.shape[0]
+    ):
+        return mm(a, b)  # two matrices over one dim: their product, none of the reshapes below
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, int):
