@@ -7,7 +7,7 @@ linear run in the autocast region's half dtype; dot promotes mixed inputs to flo
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
@@ -124,27 +124,26 @@ def _matmul(name, input, other):
     return out
 
 
+# matmul's and mm's declaration: composites (they record through mm_nd or mv) with the products' fast lane
+_COMPOSITE_PRODUCT: dict[str, Any] = {
+    "plain": "product",
+    "dtypes": NUMBERS.unless_empty(),
+    "composite": True,
+    "autocast": "lower",
+}
+
+
 @op(
     "matmul",
-    plain="product",
-    dtypes=NUMBERS.unless_empty(),
     doc="The matrix product: 1-D, 2-D and batched with broadcast batch dims.",
-    composite=True,
-    autocast="lower",
     operators=("__matmul__", "__rmatmul__"),
+    **_COMPOSITE_PRODUCT,
 )
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _matmul("matmul", input, other)
 
 
-@op(
-    "mm",
-    plain="product",
-    dtypes=NUMBERS.unless_empty(),
-    doc="The product of two matrices.",
-    composite=True,
-    autocast="lower",
-)
+@op("mm", doc="The product of two matrices.", **_COMPOSITE_PRODUCT)
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
