@@ -34,7 +34,9 @@ The declaration says everything the rest of adcuda needs:
   refuses the others before the forward runs (``abs`` of a bool tensor, ``gelu`` of an integer one).
 - **plain case**: ``plain="binary"`` (or ``"unary"``, ``"reduce"``: of every element) says that the
   forward, given CPU tensors of one floating dtype (float32 or float64) as its one or two first
-  arguments (``"binary"``: the second may also be a Python float; ``"binary_tensors"``: a tensor only)
+  arguments (``"binary"``: the second may also be a Python float; ``"binary_tensors"``: a tensor only;
+  ``"product"``: the products, two tensors; ``"add_product"``: addmm and its kind, input and the two
+  factors, beta and alpha at their defaults)
   and every other argument at its default, computes exactly the primitive of that family named as the
   op: the dispatch point then computes the output with the backend's kernel for it directly while no
   hook is attached (its fast lane, adcuda/ops/dispatch.py), and with the forward otherwise.

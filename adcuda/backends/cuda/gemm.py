@@ -271,5 +271,5 @@ def cross(a: BackendArray, b: BackendArray, axis: int) -> BackendArray:
     first, second = (from_numpy(turns, dt.int64) for turns in _CROSS_TURNS)
     lead = (slice(None),) * axis
     products = binary("mul", index(a, lead + (first,)), index(b, lead + (second,)), dtype)
-    halves = (slice_array(products, lead + (half,)) for half in (slice(0, 3), slice(3, 6)))
-    return binary("sub", *halves, dtype)
+    first_half, second_half = (slice_array(products, lead + (half,)) for half in (slice(0, 3), slice(3, 6)))
+    return binary("sub", first_half, second_half, dtype)
