@@ -983,7 +983,7 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[int | Sequence[int]] = 
     return _reshaped(product, tuple(a.shape[i] for i in free_a) + tuple(b.shape[j] for j in free_b))
 
 
-@op("kron", doc="The Kronecker product of input and other.", composite=True)
+@op("kron", doc="The Kronecker product of input and other.", composite=True, plain="product")
 def kron(input: Tensor, other: Tensor) -> Tensor:
     a, b = input._data, other._data
     if a.ndim == b.ndim and a.dtype is b.dtype and input._device is other._device and not needs_grad(input, other):

@@ -241,6 +241,14 @@ def _outer_times(a, b):  # outer's and addr's: a column times a row
     return np.multiply(a.reshape(a.shape[0], 1), b.reshape(1, b.shape[0]))
 
 
+def _kron_times(a, b):  # kron's of operands of one rank: the product of the interleaved views (ops/gemm.py)
+    if a.ndim != b.ndim:
+        return None
+    whole = slice(None)
+    product = np.multiply(a[(whole, None) * a.ndim], b[(None, whole) * a.ndim])
+    return product.reshape(tuple(x * y for x, y in zip(a.shape, b.shape)))
+
+
 _PLAIN_PRODUCTS = {
     "mm": _matrix_times,
     "mv": _matrix_vector_times,
@@ -252,6 +260,7 @@ _PLAIN_PRODUCTS = {
     "dot": _vector_times,
     "vdot": _vector_times,
     "outer": _outer_times,
+    "kron": _kron_times,
 }
 _PLAIN_ADDED_PRODUCTS = {
     "addmm": _matrix_times,
