@@ -803,6 +803,23 @@ def _batch_of_matrices(t, dtype, batch):
     functional=True,
 )
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    if (
+        p == 2
+        and x1.__class__ is Tensor
+        and x2.__class__ is Tensor
+        and x1._data.shape == x2._data.shape
+        and x1._data.ndim
+        and x1._device is x2._device
+        and x1.dtype is x2.dtype
+        and x1.dtype in (dt.float32, dt.float64)
+        and not needs_grad(x1, x2)
+    ):
+        # the common call, two float32/float64 operands of one shape: the checks below pass, and the norm
+        # is the primitive calls pnorm's forward makes for p = 2, without its frames
+        bk, dtype, axis = primitives(x1), x1.dtype, (x1._data.ndim - 1,)
+        data = bk.binary("add", bk.binary("sub", x1._data, x2._data, dtype), eps, dtype)
+        total = bk.reduce("sum", bk.binary("mul", data, data, dtype), axis, keepdim)
+        return wrap(bk.unary("sqrt", total), x1._device)
     _check_float_pair("pairwise_distance", x1, x2)
     try:
         shape = broadcast_shapes("pairwise_distance", x1._data.shape, x2._data.shape)
