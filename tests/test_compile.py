@@ -80,10 +80,13 @@ def test_mlp_adamw_steps_are_bit_identical():
     assert len(program.buffers) < len(program.kernels), "no buffer is reused"
 
 
-def test_gpt_with_dropout_draws_fresh_numbers_from_the_same_stream():
+def _gpt_training(dropout, dtype=adcuda.float32):
+    """A maker of (model, AdamW step) of a small GPT, as ``_assert_same_run`` takes; the generator seeded
+    alike after each, so that both runs draw dropout masks from the same stream."""
+
     def make():
         adcuda.manual_seed(0)
-        model = GPT(vocab_size=11, block_size=8, d_model=16, n_layers=2, n_heads=2, dropout=0.2)
+        model = GPT(vocab_size=11, block_size=8, d_model=16, n_layers=2, n_heads=2, dropout=dropout).to(dtype)
         opt = adcuda.optim.AdamW(model.parameters(), lr=1e-2)
 
         def step(x, y):
@@ -94,9 +97,26 @@ def test_gpt_with_dropout_draws_fresh_numbers_from_the_same_stream():
             opt.step()
             return loss
 
-        adcuda.manual_seed(1)  # both runs draw from the same generator stream
+        adcuda.manual_seed(1)
         return model, step
 
+    return make
+
+
+@pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float64])
+def test_gpt_steps_with_attention_writing_its_gradients_into_place_are_bit_identical(dtype):
+    rng = np.random.default_rng(0)
+    batches = [(adcuda.tensor(rng.integers(0, 11, (4, 8))), adcuda.tensor(rng.integers(0, 11, (4, 8))))]
+    compiled = _assert_same_run(_gpt_training(0.0, dtype), batches, steps=8)
+    (program,) = compiled.programs
+    # each layer's dq, dk and dv go straight into their slices of the q, k and v product's gradient
+    assert len(program.into) == 2
+    assert all(all(d is not None for d in dests) for dests in program.into.values())
+    assert str(program).count("attention wrote its result there") == 2 * 3 * 4
+
+
+def test_gpt_with_dropout_draws_fresh_numbers_from_the_same_stream():
+    make = _gpt_training(0.2)
     rng = np.random.default_rng(0)
     batches = [
         (adcuda.tensor(rng.integers(0, 11, (4, 8))), adcuda.tensor(rng.integers(0, 11, (4, 8)))) for _ in range(3)

@@ -169,6 +169,64 @@ def test_bias_add_and_activation_are_written_in_place_with_broadcasting():
     assert "in place of" in str(program)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf and NaN on purpose, NumPy called directly
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1,), (7,), (3, 5, 7), (64, 33)])
+def test_native_bias_relu_and_relu_backward_give_the_numpy_steps_bytes(shape, dtype):
+    """The replay's one-pass relu kernels against the NumPy calls they stand for (the bias add then the
+    CPU primitive's relu; the primitive's relu backward), specials included, out= a fresh array or an
+    operand's own memory."""
+    x, g, bias = _values(shape, dtype), _values(shape, dtype, seed=1), _values(shape[-1:], dtype, seed=2)
+    added = np.add(x, bias)
+    expected = cpu.unary("relu", added).tobytes()
+    expected_grad = cpu.unary_backward("relu", x, None, g).tobytes()
+    for out in (np.empty_like(x), x.copy()):
+        a = x if out.tobytes() != x.tobytes() else out  # the second: out is the operand itself
+        assert program_module._bias_relu(a, bias, out) is out
+        assert out.tobytes() == expected
+    for alias in ("fresh", "x", "g"):
+        xs, gs = x.copy(), g.copy()
+        out = {"fresh": np.empty_like(x), "x": xs, "g": gs}[alias]
+        assert program_module._relu_backward(xs, None, gs, out) is out
+        assert out.tobytes() == expected_grad
+    # strided operands take the NumPy calls themselves
+    wide = np.repeat(x, 2, axis=-1)[..., ::2]
+    out = np.empty_like(x)
+    assert program_module._bias_relu(wide, bias, out).tobytes() == expected
+    assert program_module._relu_backward(wide, None, g, out).tobytes() == expected_grad
+
+
+def test_a_relu_after_a_bias_add_is_fused_into_it_and_the_backward_runs_natively():
+    lin1, lin2 = adcuda.nn.Linear(7, 6), adcuda.nn.Linear(6, 3)
+    opt = adcuda.optim.SGD([*lin1.parameters(), *lin2.parameters()], lr=0.0)
+
+    def f(x):
+        opt.zero_grad()
+        h = lin1(x).relu()
+        loss = (lin2(h).relu() * 2.0).sum()
+        loss.backward()
+        return loss.detach() + lin1.weight.grad.sum() + lin2.bias.grad.sum()
+
+    program = _compiled_against_eager(f, adcuda.randn(5, 7))
+    assert len(program.fused) == 2
+    fused = {program.trace.steps[i].args[0] for i in program.fused}
+    assert fused == {"relu"}
+    kernels = {program.kernels[i][0] for i in program.kernels}
+    assert program_module._bias_relu in kernels and program_module._relu_backward in kernels
+    assert "computed by step" in str(program)
+
+
+def test_a_bias_add_read_elsewhere_keeps_its_own_relu():
+    w, b = adcuda.randn(7, 5), adcuda.randn(5)
+
+    def f(x):
+        s = x @ w + b
+        return s.relu() + s  # the sum is read after the relu: no fusion writes the relu over it
+
+    program = _compiled_against_eager(f, adcuda.randn(3, 7))
+    assert program.fused == {}
+
+
 def test_gelu_tanh_forward_and_backward_replay_the_primitive_into_buffers():
     lin = adcuda.nn.Linear(6, 9)
 
@@ -625,6 +683,24 @@ def test_compiled_backwards_read_what_their_forwards_kept():
         fn(x)
         grads.append([p.grad.numpy().tobytes() for p in params])
     assert grads[0] == grads[1] == grads[2]
+
+
+def test_attention_without_a_backward_writes_its_output_into_the_copys_buffer():
+    qkv, out = adcuda.nn.Linear(8, 24), adcuda.nn.Linear(8, 3)
+
+    def f(x):
+        with adcuda.no_grad():
+            q, k, v = qkv(x).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 5, 8)
+            return out(y) * 1.0
+
+    program = _compiled_against_eager(f, adcuda.randn(2, 5, 8))
+    (step,) = program.into
+    assert program.trace.steps[step].name == "attention"
+    # the output is the heads' permuted view of the buffer its row-major copy was going to
+    assert any(np.shares_memory(program.into[step], buffer) for buffer in program.buffer_arrays)
+    text = str(program)
+    assert "no copy: attention wrote its result there" in text and "left out: attention wrote its result there" in text
 
 
 def test_a_copy_that_something_else_reads_too_is_made():

@@ -50,31 +50,154 @@ def _operands(dtype):
     return a, b
 
 
+def _kind(name):
+    return dispatch._PLAIN_KERNELS[registry.get(name).plain]
+
+
+def _function(lib, name):
+    return getattr(lib, name, None) or getattr(lib.nn.functional, name)
+
+
+def _parameter_values(name):
+    """Argument tuples for the parameters a ``scalars`` op's lane passes on: their defaults (where they
+    have them), floats of both signs, zero and NaN for all of them at once, then a few mixed (clamp's
+    open sides, hardtanh's bounds in the wrong order, a negative lambd)."""
+    passed = _passed(name)
+    rows = [tuple(p.default for p in passed)] if all(p.default is not p.empty for p in passed) else []
+    rows += [(v,) * len(passed) for v in (0.5, -1.5, 2.0, 0.0, 1.0, 3.0, float("nan"))]
+    if len(passed) == 2:
+        rows += [(-0.5, 0.75), (0.75, -0.5), (None, 0.25), (0.25, None), (None, None)]
+    return rows
+
+
+def _passed(name):
+    """The parameters after the tensors that a ``scalars`` kind's lane passes on."""
+    parameters = list(registry.get(name).signature.parameters.values())[_kind(name).tensors :]
+    return [p for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _calls(name, dtype):
+    """The argument lists op ``name``'s lane is tried with: its first case is the plain call whose lane
+    must be taken (``test_every_plain_op_takes_its_lane``)."""
+    a, b = _operands(dtype)
+    kind = _kind(name)
+    c = (b * 0.5 + 2).astype(dtype)  # (addcdiv's divisor: no zero)
+    if kind.dtypes == "mask":
+        mask = a > 0
+        return [(mask, a, b), (mask[0, 0], a[0, 0], b[0, 1]), (mask, a, b[1]), (mask.T, a.T, b.T), (mask[0], a, b)]
+    if kind.tensors == 3:
+        pairs = [(a, b, c), (a[0, 0], b[0, 1], c[1, 1]), (a, b[1], c), (a.T, b.T, c.T)]
+    elif kind.tensors == 2:  # (and a one-element second: prelu's single weight)
+        pairs = [(a, b), (a[0, 0], b[0, 1]), (a, b[1]), (a.T, b.T), (a, b[0, :1])]
+    else:
+        pairs = [(a,), (a[0, 2],), (a.T,)]
+    if kind.scalars:
+        return [(*tensors, *values) for values in _parameter_values(name) for tensors in pairs]
+    if not kind.wraps:  # equal: equal values (-0.0 and 0.0), and a NaN, which is unequal to itself
+        zero = b.copy()
+        zero[1, 0] = 0.0
+        pairs += [(b, zero), (b.T, zero.T), (a, a.copy())]
+    if kind.dtypes == "any":
+        rng = np.random.default_rng(1)
+        for other in (np.int64, np.int32, np.uint8, np.bool_):
+            i, j = rng.integers(-3, 4, (2, 3, 4)).astype(other)
+            pairs += [(i, j)[: kind.tensors], (i.T, j.T)[: kind.tensors]]
+    return pairs
+
+
+def _tensor(x):
+    return adcuda.tensor(np.ascontiguousarray(x)) if isinstance(x, (np.ndarray, np.generic)) else x
+
+
+def _as_called(name, arguments):
+    """``arguments`` as adcuda tensors (views where the array is a transposed one) and floats: the
+    positional ones, and the keyword-only ones by name."""
+    tensors = [_tensor(x) for x in arguments]
+    if getattr(arguments[0], "ndim", 0) == 2 and arguments[0].strides != tensors[0]._data.strides:
+        tensors = [_tensor(x.T).t() if isinstance(t, adcuda.Tensor) else t for t, x in zip(tensors, arguments)]
+    keywords = [p.name for p in _passed(name) if p.kind == p.KEYWORD_ONLY] if _kind(name).scalars else []
+    at = len(tensors) - len(keywords)
+    return tensors[:at], dict(zip(keywords, tensors[at:]))
+
+
+def _run(fn, called):
+    return fn(*called[0], **called[1])
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except AdcudaError as error:
+        return type(error)
+
+
 def test_the_brief_ops_are_declared_plain():
-    for name in ("add", "sub", "mul", "div", "eq", "lt", "neg", "exp", "relu", "sigmoid", "tanh"):
+    for name in ("add", "sub", "mul", "div", "eq", "lt", "neg", "exp", "relu", "sigmoid", "tanh", "leaky_relu"):
         assert name in PLAIN
+    for name in ("clamp", "isnan", "logical_and", "bitwise_xor", "signbit", "pow", "hypot", "hardswish", "erfinv"):
+        assert name in PLAIN
+
+
+def test_the_table_s_unary_ops_are_plain():
+    from adcuda.backends.elementwise_table import UNARY_BY_NAME
+
+    ops = {o.name: o for o in registry.all_ops()}
+    for name in UNARY_BY_NAME:
+        if name in ops and all(p.default is not p.empty for p in list(ops[name].signature.parameters.values())[1:]):
+            assert ops[name].plain in ("unary", "unary_any"), name
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", PLAIN)
 def test_the_lane_gives_what_the_general_path_gives(name, dtype):
-    a, b = _operands(dtype)
-    fn = getattr(adcuda, name, None) or getattr(adcuda.nn.functional, name)
-    binary = registry.get(name).plain.startswith("binary")
-    cases = [(a, b), (a[0, 0], b[0, 1]), (a, b[1]), (a.T, b.T)] if binary else [(a,), (a[0, 2],), (a.T,)]
-    for arrays in cases:
-        tensors = [adcuda.tensor(np.ascontiguousarray(x)) for x in arrays]
-        if len(arrays[0].shape) == 2 and arrays[0].strides != tensors[0]._data.strides:
-            tensors = [t.t() for t in (adcuda.tensor(np.ascontiguousarray(x.T)) for x in arrays)]  # views
-        fast = fn(*tensors)
-        general, seen = _general(lambda tensors=tensors: fn(*tensors))
-        assert seen == [name]
+    fn = _function(adcuda, name)
+    for arguments in _calls(name, dtype):
+        called = _as_called(name, arguments)
+        fast = _outcome(lambda called=called: _run(fn, called))
+        general, seen = _general(lambda called=called: _outcome(lambda: _run(fn, called)))
+        assert seen[0] == name
+        if isinstance(general, (type, bool)):  # the path's named error, which the lane leaves to it; a bool
+            assert fast is general, (name, arguments)
+            if isinstance(general, bool):
+                assert general is _function(torch, name)(*(torch.from_numpy(x.numpy()) for x in called[0]))
+            continue
         assert fast.dtype == general.dtype and fast.shape == general.shape
         assert fast._data.__class__ is np.ndarray
         np.testing.assert_array_equal(fast.numpy(), general.numpy(), strict=True)
-        reference = getattr(torch, name, None) or getattr(torch.nn.functional, name)
-        expected = reference(*(torch.from_numpy(np.ascontiguousarray(x)) for x in arrays))
+        try:
+            expected = _function(torch, name)(
+                *(torch.from_numpy(x.numpy()) if isinstance(x, adcuda.Tensor) else x for x in called[0]),
+                **called[1],
+            )
+        except (RuntimeError, TypeError, ValueError):
+            continue  # (PyTorch refuses it too, or names the case another way: the conformance tests')
         assert fast.dtype.name == str(expected.dtype).removeprefix("torch.")
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_every_plain_op_takes_its_lane(name):
+    """The lane's first case runs no line of the op's forward (a lane that always declined would give
+    the path's results too)."""
+    import sys
+
+    op = registry.get(name)
+    fn = _function(adcuda, name)
+    # (the first case the op takes: a bitwise op's first of integers)
+    cases = (_as_called(name, c) for c in _calls(name, np.float32))
+    called = next(c for c in cases if not isinstance(_outcome(lambda c=c: _run(fn, c)), type))
+    ran = set()
+
+    def watch(frame, event, arg):
+        if event == "call":
+            ran.add(frame.f_code)
+
+    sys.setprofile(watch)
+    try:
+        _run(fn, called)
+    finally:
+        sys.setprofile(None)
+    assert op.forward.__code__ not in ran
+    assert getattr(op.forward, "__wrapped__", op.forward).__code__ not in ran
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -86,16 +209,22 @@ def test_a_float_second_operand_gives_what_the_general_path_gives(name, dtype):
         for value in (2.5, -0.0, 0.0, float("nan"), float("inf"), 1e40, 1 / 3):
             fast = fn(x, value)
             general, seen = _general(lambda x=x, value=value: fn(x, value))
-            assert seen == [name]
+            assert seen[0] == name
             assert fast.dtype == general.dtype == x.dtype or fast.dtype == general.dtype == adcuda.bool
             np.testing.assert_array_equal(fast.numpy(), general.numpy(), strict=True)
-            assert fast.dtype.name == str(getattr(torch, name)(torch.from_numpy(x.numpy()), value).dtype)[6:]
+            try:
+                expected = getattr(torch, name)(torch.from_numpy(x.numpy()), value)
+            except TypeError:
+                continue  # (PyTorch takes a tensor only: adcuda's path takes the number too)
+            assert fast.dtype.name == str(expected.dtype).removeprefix("torch.")
 
 
-@pytest.mark.parametrize("name", [n for n in PLAIN if registry.get(n).inplace_entry is not None])
+@pytest.mark.parametrize(
+    "name", [n for n in PLAIN if registry.get(n).inplace_entry is not None and dispatch._inplace_lane(registry.get(n))]
+)
 def test_in_place_forms_write_what_the_general_path_writes(name):
     a, b = _operands(np.float32)
-    binary = registry.get(name).plain.startswith("binary")
+    binary = _kind(name).tensors == 2
     method = registry.get(name).forms["inplace"][0]
 
     def written(second):
@@ -197,6 +326,39 @@ def test_recorded_graphs_and_gradients_are_the_general_paths(name):
     np.testing.assert_array_equal(fast[1], general[1], strict=True)
     if binary:
         np.testing.assert_array_equal(fast[2], general[2], strict=True)
+
+
+@pytest.mark.parametrize("name", [n for n in PLAIN if _kind(n).dtypes != "any"])
+def test_every_plain_op_records_what_its_path_records(name):
+    """With an input that requires grad, each op's lane records its node (a composite's lane stays
+    closed: its pieces record), and backward gives the path's gradients."""
+    fn = _function(adcuda, name)
+    cases = (_as_called(name, c) for c in _calls(name, np.float64))
+    called = next(c for c in cases if not isinstance(_outcome(lambda c=c: _run(fn, c)), type))
+
+    finite = np.random.default_rng(2).standard_normal((3, 4)) + 0.25
+
+    def grads():
+        # (finite values, of each tensor's shape: the gradients of inf and NaN are the conformance tests')
+        leaves = [
+            adcuda.tensor(finite[: t.shape[0], : t.shape[1]] if t.ndim == 2 else finite[0, 0], requires_grad=True)
+            if isinstance(t, adcuda.Tensor) and t.dtype.is_floating_point
+            else t
+            for t in called[0]
+        ]
+        out = fn(*leaves, **called[1])
+        node = out.grad_fn.name() if out.grad_fn is not None else None
+        if out.requires_grad:
+            out.sum().backward()
+        return node, [t.grad for t in leaves if isinstance(t, adcuda.Tensor)]
+
+    fast = grads()
+    general, _ = _general(grads)
+    assert fast[0] == general[0]
+    for a, b in zip(fast[1], general[1]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_array_equal(a.numpy(), b.numpy(), strict=True)
 
 
 def test_anomaly_mode_sees_the_lanes_nodes():

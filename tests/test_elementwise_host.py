@@ -255,3 +255,23 @@ def test_gelu_on_each_path_gives_pytorch_s_values(monkeypatch, avx2, approximate
     np.testing.assert_allclose(y.detach().numpy(), expected.detach().numpy(), rtol=1e-6, atol=1e-6)
     # (PyTorch's 1 - tanh^2 cancels where the slope is near 0: a few ulp of 1 either way)
     np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
+def test_host_equal_is_numpy_s_comparison_of_every_pair(dtype):
+    a = np.array([[1.5, -0.0, 3.0], [0.0, 2.0, -1.0]]).astype(dtype)
+    assert _C.host_equal(a, a.copy()) is True
+    if dtype in (np.float32, np.float64):
+        zero = a.copy()
+        zero[0, 1] = 0.0
+        assert _C.host_equal(a, zero) is True  # -0.0 == 0.0
+        nan = a.copy()
+        nan[1, 2] = np.nan
+        assert _C.host_equal(nan, nan.copy()) is False  # NaN is unequal to itself
+    other = a.copy()
+    other[1, 2] = not other[1, 2] if dtype is np.bool_ else 7
+    assert _C.host_equal(a, other) is False
+    with pytest.raises(ValueError, match="sizes"):
+        _C.host_equal(a, a[:1].copy())
+    assert _C.host_equal(a.T, a.T) is None  # not row-major: the caller's NumPy path
+    assert _C.host_equal(a.astype(np.int32), a.astype(np.int32)) is None

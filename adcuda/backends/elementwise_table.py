@@ -180,9 +180,10 @@ class FloatBinary:
 # fmt: off
 FLOAT_BINARY = (
     FloatBinary("div",        "np.true_divide", "Div"),
-    FloatBinary("logaddexp",  "np.logaddexp",   "LogAddExp", host=True),
-    FloatBinary("logaddexp2", "np.logaddexp2",  "LogAddExp2", host=True),
-    FloatBinary("hypot",      "np.hypot",       "Hypot", host=True),
+    # (NumPy 2.x's logaddexp, logaddexp2 and hypot: as fast as the host loop, one call with no frame)
+    FloatBinary("logaddexp",  "np.logaddexp",   "LogAddExp"),
+    FloatBinary("logaddexp2", "np.logaddexp2",  "LogAddExp2"),
+    FloatBinary("hypot",      "np.hypot",       "Hypot"),
     FloatBinary("atan2",      "np.arctan2",     "Atan2"),  # (NumPy 2.x: SIMD, faster than the host loop)
     FloatBinary("copysign",   "np.copysign",    "Copysign"),
     FloatBinary("fmax",       "np.fmax",        "Fmax"),

@@ -261,9 +261,10 @@ class Scratch(Protocol):
 # adcuda/backends/__init__.py: ``out`` (an array of the result's shape and dtype to write it into; it
 # may be an operand), ``scratch`` (a ``Scratch``), and what a forward keeps for its backward to read
 # instead of computing it again (attention's ``probs``, layer_norm's ``xhat``, gelu_tanh's ``inner``: the
-# primitives' docstrings say what). Only graph capture's CPU replay passes them
-# (adcuda/capture/program.py calls the CPU backend alone); eager dispatch never does, and the CUDA
-# primitives do not take them (tests/test_backend_seam.py compares the signatures without them).
+# primitives' docstrings say what), and where attention writes its results (its ``into``). Only graph
+# capture's CPU replay passes them (adcuda/capture/program.py calls the CPU backend alone); eager
+# dispatch never does, and the CUDA primitives do not take them (tests/test_backend_seam.py compares
+# the signatures without them).
 # Filled by the declarations (``@primitive(cpu_replay_keywords=...)``).
 CPU_REPLAY_KEYWORDS: dict[str, tuple[str, ...]] = {}
 
@@ -869,7 +870,7 @@ def adam_step_(
 
 
 # attention (kernels/attention.cu)
-@primitive(cpu_replay_keywords=("probs",))
+@primitive(cpu_replay_keywords=("probs", "into"))
 def attention(
     q: BackendArray,
     k: BackendArray,
@@ -884,7 +885,7 @@ def attention(
     """(scaled_dot_product_attention checks the shapes and dtypes.)"""
 
 
-@primitive(cpu_replay_keywords=("probs",))
+@primitive(cpu_replay_keywords=("probs", "into"))
 def attention_backward(
     g: BackendArray,
     q: BackendArray,

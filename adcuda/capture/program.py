@@ -13,7 +13,9 @@ own dtype is no copy; every other array is made by its primitive as in eager. Ou
 step or a gradient accumulation received, and arrays that outlived the captured run never get a
 shared buffer, so nothing the caller or the library can still see is overwritten. Parameters, their
 gradients and optimizer state are the library's own tensors, read and updated in place, so Module
-and Optimizer objects stay the truth.
+and Optimizer objects stay the truth. Some pairs of calls become one: a relu after the bias add that
+alone reads its sum (``_fusions``), the sums of zero arrays written in slices (``_scatter_sums``), and
+attention's results and the row-major copies made of them (``_attention_destinations``).
 
 The replay itself is one generated Python function (``replay``), a straight line of calls on local
 variables with every primitive, constant and buffer prebound: no dispatch, no autograd, no argument
@@ -31,6 +33,7 @@ import warnings
 
 import numpy as np
 
+from .._native import _C
 from ..backends import cpu, float_errors
 from ..backends.cpu import threads as cpu_threads
 from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS
@@ -149,13 +152,37 @@ def _unary_kernel(call, scratch):
 
 def _unary_backward_kernel(call, scratch):
     """``unary_backward(op, x, y, g)`` where the op writes into a given array (``UNARY_BACKWARD_INTO``): the
-    primitive with ``out=`` and the program's scratch arrays."""
+    primitive with ``out=`` and the program's scratch arrays (relu's: ``_relu_backward``)."""
     op, x, y, g = (call.arrays_in + (None,) * 4)[:4]
     if op not in UNARY_BACKWARD_INTO or not isinstance(x, ArraySpec) or not isinstance(g, ArraySpec):
         return None
     if x.shape != g.shape or x.dtype not in _FLOATS or g.dtype != x.dtype:
         return None
+    if op == "relu" and _C is not None:
+        return _relu_backward, (1, 2, 3)
     return _into(cpu.unary_backward, op, scratch, x), (1, 2, 3)
+
+
+def _row_major(*arrays):
+    return all(a.__class__ is np.ndarray and a.flags.c_contiguous for a in arrays)
+
+
+def _relu_backward(x, y, g, out):
+    """relu's backward into ``out`` in one native pass over row-major operands (the CPU primitive makes
+    three NumPy passes, with a bool array between them, for the same numbers); the primitive elsewhere."""
+    if _row_major(x, g, out):
+        _C.host_relu_backward(x, g, out)
+        return out
+    return cpu.unary_backward("relu", x, y, g, out=out)
+
+
+def _bias_relu(a, bias, out):
+    """relu(a + bias) into ``out``, ``bias`` a vector along a's last dim, in one native pass where a and out
+    are row-major (``Program._fusions``), the same numbers as the add and the relu it stands for."""
+    if _row_major(a, out):
+        _C.host_bias_relu(a, bias, out)
+        return out
+    return np.maximum(np.add(a, bias, out=out), 0, out=out)
 
 
 def _matmul_kernel(call, scratch):
@@ -275,7 +302,10 @@ class Program:
         self.death = self._lifetimes(n_steps)
         self.scratch = Scratch()
         self.kernels, self.buffers, self.buffer_of = self._plan(n_steps)
+        self.fused = self._fusions()
         self.scatter_sums = self._scatter_sums()
+        self.buffer_arrays = [np.empty(shape, dtype) for shape, dtype in self.buffers]
+        self.into, self.direct = self._attention_destinations()
         self.keeps = self._forward_keeps()
         self.lines = []
         self.replay = self._generate()
@@ -376,17 +406,8 @@ class Program:
         layout = self.layout
         death = [-1] * len(layout.owner)
         forever = set(self.trace.handed_over) | set(self.output_values())
-
-        for i, step in enumerate(self.trace.steps):
-            if i in self.dead:
-                continue
-            refs = []
-            _walk(_arguments_of(step), refs.append)
-            for ref in refs:
-                n = ref.n if ref.__class__ is Value else ref.value if ref.__class__ is TensorArg else -1
-                owner = layout.owner[n] if n >= 0 else -1
-                if owner >= 0:
-                    death[owner] = max(death[owner], i)
+        for owner, steps in self._readers(live=True).items():
+            death[owner] = max(steps)
         for n in forever:
             owner = layout.owner[n]
             if owner >= 0:
@@ -463,6 +484,54 @@ class Program:
             buffer_of[n] = chosen
         return kernels, buffers, buffer_of
 
+    def _readers(self, live=False):
+        """{owning array: indices of the steps that read it, through any of its views}; ``live``: only the
+        steps the replay runs (not those ``_dead_calls`` leaves out)."""
+        layout = self.layout
+        readers = {}
+        for j, step in enumerate(self.trace.steps):
+            if live and j in self.dead:
+                continue
+            refs = []
+            _walk(_arguments_of(step), refs.append)
+            for ref in refs:
+                n = ref.n if ref.__class__ is Value else ref.value if ref.__class__ is TensorArg else -1
+                owner = layout.owner[n] if n >= 0 else -1
+                if owner >= 0:
+                    readers.setdefault(owner, set()).add(j)
+        return readers
+
+    def _fusions(self):
+        """{step index: the value it stands for} for the relus fused into the bias add before them: where
+        ``add(a, bias)`` (a replay kernel, ``bias`` a row-major vector along a's last dim) makes a value
+        that only a ``relu`` reads, written over it, the add's kernel computes relu(a + bias) in one pass
+        (``_bias_relu``: the two calls' numbers) and the relu's result is that value, no call at all."""
+        fused = {}
+        if _C is None:
+            return fused
+        steps, layout = self.trace.steps, self.layout
+        readers = self._readers()
+        for i, (kernel, _) in list(self.kernels.items()):
+            step = steps[i]
+            if step.name != "binary" or step.args[0] != "add" or kernel is not np.add:
+                continue
+            n, bias = step.results[0], step.args[2]
+            shape = layout.shape[n]
+            if bias.__class__ is Value:
+                vector = layout.shape[bias.n] == shape[-1:] and layout.c_contiguous[bias.n]
+            else:
+                vector = bias.__class__ is np.ndarray and bias.shape == shape[-1:] and bias.flags.c_contiguous
+            if not vector or layout.owner[n] != n or len(readers.get(n, ())) != 1:
+                continue
+            (j,) = readers[n]
+            relu = steps[j]
+            if relu.name != "unary" or relu.args[0] != "relu" or j not in self.kernels or self.in_place.get(j) != n:
+                continue
+            self.kernels[i] = (_bias_relu, (1, 2))
+            del self.kernels[j]
+            fused[j] = n
+        return fused
+
     def _scatter_sums(self):
         """Sums of zero arrays each written in disjoint slices (the backward of slicing one array into
         pieces, q, k and v of one product for one: one zero array per piece, its slice written, the
@@ -482,15 +551,7 @@ class Program:
         all of it (its zeros would never be read: the array is taken unfilled)."""
         trace, layout = self.trace, self.layout
         steps, producer = trace.steps, trace.producer
-        readers = {}  # owning array -> indices of the steps that read it
-        for j, step in enumerate(steps):
-            refs = []
-            _walk(_arguments_of(step), refs.append)
-            for ref in refs:
-                n = ref.n if ref.__class__ is Value else ref.value if ref.__class__ is TensorArg else -1
-                owner = layout.owner[n] if n >= 0 else -1
-                if owner >= 0:
-                    readers.setdefault(owner, set()).add(j)
+        readers = self._readers()
         outputs = set(trace.handed_over) | set(self.output_values())
         fused = {}  # a fused sum's value -> (the piece it writes into, coverage)
         fill_of = {}  # such a piece -> the step of its fill
@@ -574,6 +635,106 @@ class Program:
             if covered.all():  # every element is written: the first piece's zeros are never read
                 plan[fill_of[base]] = ("bare",)
         return plan
+
+    def _attention_destinations(self):
+        """Where attention's results may be written at once instead of copied there after: ({attention step:
+        its ``into``}, {step left out: None, or the array that a copy's result is instead}).
+
+        Attention's output (batch, heads, L, E) goes on as a permuted view copied row-major, into a buffer
+        (the heads side by side again), and its backward's dq, dk and dv the same way, each copy then
+        viewed as a slice of the fused sum of q, k and v's gradient (``_scatter_sums``), written there +
+        0.0. Where nothing else reads a result, its permute or that copy, the primitive writes the result
+        into the copy's buffer seen through the inverse permutation, or into the slice itself (a product
+        written through ``out=``, the same numbers as a new array's; a BLAS product's zeros are +0.0, so
+        adding 0.0 changes none of them), and the permute, copy, view and slice write are left out; the
+        copy's result is its buffer. Only where that buffer holds nothing else from the attention's step
+        to the copy's (the fill of the sum's zeros, for a slice)."""
+        into, direct = {}, {}
+        steps, layout, producer = self.trace.steps, self.layout, self.trace.producer
+        readers = self._readers(live=True)
+
+        def free(b, value, start, end):
+            """Whether buffer ``b`` holds no value but ``value`` at any step from ``start`` to ``end``."""
+            return all(
+                m == value or producer[m] > end or self.death[m] < start for m, c in self.buffer_of.items() if c == b
+            )
+
+        def permuted_copy(r):
+            """(the permute, the copy, the copy's result, the permutation) where only a permute reads result
+            ``r`` and only a row-major copy (a replay kernel) reads that, or None. (Only for float32 and
+            float64 results, which attention computes in their own dtype: its ``into`` takes those.)"""
+            if r is None or layout.owner[r] != r or len(readers.get(r, ())) != 2 or layout.dtype[r] not in _FLOATS:
+                return None
+            p, c = sorted(readers[r])
+            permute, copy = steps[p], steps[c]
+            if permute.__class__ is not Call or permute.name != "permute" or _number(permute.args[0]) != r:
+                return None
+            if copy.__class__ is not Call or copy.name != "contiguous" or c not in self.kernels:
+                return None
+            if _number(copy.args[0]) != permute.results[0] or layout.owner[copy.results[0]] != copy.results[0]:
+                return None
+            return p, c, copy.results[0], np.argsort(permute.args[1])
+
+        def as_shape(array, shape):
+            """A view of ``array`` with ``shape``, or None where it would take a copy."""
+            view = array.view()
+            try:
+                view.shape = shape
+            except AttributeError:
+                return None
+            return view
+
+        def sum_slice(copied, i):
+            """(the view, the slice write, the fused sum's slice seen in ``copied``'s shape) where only a view
+            that one slice write of a fused sum reads reads copy ``copied``, and the sum's zeros are never
+            written (its slices cover it: ``_scatter_sums``' bare fill), nor anything else into its buffer
+            from attention's step ``i`` on; or None."""
+            if len(readers.get(copied, ())) != 2:
+                return None
+            a, j = sorted(readers[copied])
+            put, view = self.scatter_sums.get(j), steps[a]
+            if put is None or put[0] != "put" or view.__class__ is not Call or view.name != "view":
+                return None
+            base, key = put[1], put[2]
+            b, fill = self.buffer_of.get(base), producer[base]
+            if fill in self.aliases:  # (a same-dtype copy, made no copy, of the fill)
+                fill = producer[steps[fill].args[0].n]
+            if _number(steps[j].args[2]) != view.results[0] or b is None or self.scatter_sums.get(fill) != ("bare",):
+                return None
+            if not free(b, base, i, producer[base]):
+                return None
+            region = as_shape(self.buffer_arrays[b][key], layout.shape[copied])
+            return None if region is None else (a, j, region)
+
+        for i, step in enumerate(steps):
+            if step.__class__ is not Call or step.kwargs or i in self.dead:
+                continue
+            if step.name == "attention":
+                found = permuted_copy(step.results[0])
+                b = None if found is None else self.buffer_of.get(found[2])
+                if b is None or not free(b, found[2], i, found[1]):
+                    continue
+                p, c, _, inverse = found
+                dest = self.buffer_arrays[b].transpose(inverse)
+                if dest.shape == layout.shape[step.results[0]]:
+                    into[i] = dest
+                    direct[p], direct[c] = None, self.buffer_arrays[b]
+            elif step.name == "attention_backward":
+                dests, skips = [], {}
+                for r in step.results:
+                    found = permuted_copy(r)
+                    written = None if found is None else sum_slice(found[2], i)
+                    dest = None
+                    if written is not None and written[2].transpose(found[3]).shape == layout.shape[r]:
+                        p, c, _, inverse = found
+                        a, j, region = written
+                        dest = region.transpose(inverse)
+                        skips.update({p: None, c: None, a: None, j: None})
+                    dests.append(dest)
+                if any(d is not None for d in dests):
+                    into[i] = tuple(dests)
+                    direct.update(skips)
+        return into, direct
 
     def _forward_keeps(self):
         """{step index: (keyword, array)} for forwards whose backward in this program reads what they
@@ -740,13 +901,23 @@ class Program:
         ranges = []  # the profiler range of each line of ``body``: what a profiled replay shows inside it
         lines = self.lines
         draws = 0
-        buffers = [np.empty(shape, dtype) for shape, dtype in self.buffers]
+        buffers = self.buffer_arrays
         held = {}  # value -> the array it is on every replay (a buffer, a view of one or of a persistent array)
         escaping = set(trace.handed_over) | set(self.output_values())  # (arrays made anew each replay)
         for i, step in enumerate(trace.steps):
             cls = step.__class__
             if i in self.dead:
                 lines.append(self._describe(i, step) + f"  (left out: {self.dead[i]})")
+                continue
+            if i in self.direct:
+                target = self.direct[i]
+                if target is None:
+                    lines.append(self._describe(i, step) + "  (left out: attention wrote its result there)")
+                    continue
+                held[step.results[0]] = target
+                body.append(f"v{step.results[0]} = {bind(target, 'c')}")
+                lines.append(self._describe(i, step) + "  (no copy: attention wrote its result there)")
+                ranges.append(_range_name(step))
                 continue
             ranges.append(_range_name(step))
             fusion = self.scatter_sums.get(i)
@@ -763,7 +934,11 @@ class Program:
             if cls is Call:
                 target = self._targets(step)
                 view = _view_once(step, held, self.layout, escaping)
-                if i in self.aliases:
+                if i in self.fused:
+                    code = f"v{self.fused[i]}"
+                    if self.fused[i] in held:
+                        held[step.results[0]] = held[self.fused[i]]
+                elif i in self.aliases:
                     code = f"v{self.aliases[i]}"
                 elif i in self.views:
                     code = f"v{self.views[i]}"
@@ -800,6 +975,9 @@ class Program:
                     keyword, kept = self.keeps[i]
                     code = code[:-1] + f", {keyword}={bind(kept, 'c')})"
                     note = f"  ({keyword} {'read' if step.name.endswith('backward') else 'kept'} in place)"
+                if i in self.into:  # (attention's results written where their copies were going)
+                    code = code[:-1] + f", into={bind(self.into[i], 'c')})"
+                    note += "  (results written into their copies' buffers)"
                 body.append(f"{target} = {code}" if target else code)
                 lines.append(self._describe(i, step) + note)
             elif cls is HostStep:
@@ -896,7 +1074,9 @@ class Program:
             out = f"%{n} = "
             shape = "x".join(map(str, self.layout.shape[n])) or "scalar"
             where = f", buffer {self.buffer_of[n]}" if n in self.buffer_of else ""
-            if i in self.aliases:
+            if i in self.fused:
+                where += f", computed by step {self.trace.producer[self.fused[i]]}'s kernel: %{self.fused[i]} itself"
+            elif i in self.aliases:
                 where += f", no copy: the memory of %{self.aliases[i]}"
             elif i in self.views:
                 where += f", no copy: attention reads the view %{self.views[i]}"

@@ -14,8 +14,9 @@ a handful of attribute reads beyond the forward itself. Everything else attaches
 - ``on_node(node)``: sees every autograd node as it is recorded.
 
 An op declared ``plain=family`` (registry.py) has a fast lane at the top of its entry,
-this dispatch point's own: while no hook is attached at all (``_plain``), a call on CPU float tensors
-of one dtype runs the CPU backend's kernel for the primitive and wraps the array, skipping the
+this dispatch point's own: while no hook is attached at all (``_plain``), a call on CPU tensors of the
+kind's dtypes (floats of one dtype; any one dtype for the ``_any`` kinds) and Python float parameters
+where the kind passes them runs the CPU backend's kernel for the op and wraps the array, skipping the
 forward's helper frames, then records as the path below would; every other call, and every call
 while any hook is attached, takes the path below (see ``_LANE_SOURCE``; ``_inplace_lane`` for the
 in-place forms).
@@ -31,7 +32,7 @@ import os
 import re
 from collections.abc import Callable
 from inspect import Parameter
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -50,7 +51,7 @@ from ..autograd.graph import (
     version_of,
 )
 from ..backends.cpu.elementwise import float_operand as _float_operand  # noqa: F401 (the lanes')
-from ..backends.cpu.elementwise import plain_binary, plain_unary
+from ..backends.cpu.elementwise import plain_binary, plain_predicate, plain_scalars, plain_unary
 from ..backends.cpu.gemm import plain_add_product, plain_product
 from ..backends.cpu.reduce import plain_reduce
 from ..backends.float_errors import QUIET as _QUIET
@@ -288,10 +289,11 @@ _VIEW_SOURCE = """        if _out is {base}:
 """
 
 # The fast lane of an op declared with ``plain=family`` (registry.py): while no hook is
-# attached (``_plain``), a call whose tensor inputs (the first one or two parameters) are CPU tensors of
-# one float32/float64 array dtype and whose other arguments are their defaults (identity: an explicit
-# ``alpha=1`` is the same int object) computes its output with the CPU backend's kernel for the
-# primitive (``plain_unary``, ``plain_binary``, ``plain_reduce``), wrapped: what the forward computes,
+# attached (``_plain``), a call whose tensor inputs (the first one to three parameters) are CPU tensors of
+# one float32/float64 array dtype (or as its ``_LaneKind`` says) and whose other arguments are their
+# defaults (identity: an explicit ``alpha=1`` is the same int object; a ``scalars`` kind passes Python
+# floats on) computes its output with the CPU backend's kernel for the op (``plain_unary``,
+# ``plain_binary``, ``plain_scalars``, ``plain_reduce``), wrapped: what the forward computes,
 # without its frames (the op, its helper, ``primitives``, the backend's checks: about half a small op's
 # cost). A NumPy kernel runs under the quiet NumPy error state, as the forward would; the reductions'
 # (one native call) cannot warn. An op that records then records as the entry's path does (the same
@@ -308,6 +310,15 @@ _LANE_SOURCE = """        if _plain and {tests}:
                     _out._data = _r if _r.__class__ is _ndarray else _asarray(_r)
                     _out._device = _CPU
 {finish}                    return _out
+"""
+
+# the lane of an op whose kernel gives its result as it is (a Python bool: nothing to wrap or record)
+_LANE_VALUE_SOURCE = """        if _plain and {tests}:
+{arrays}            if (
+                {array_tests}
+            ):
+{call}                if _r is not None:
+                    return _r
 """
 
 # what a differentiable op's lane does with its output before returning it: the entry's recording
@@ -333,24 +344,50 @@ _LANE_CALL_SOURCE = """                try:
 """
 
 
-# the CPU backend's kernels of a ``plain=family`` declaration, how many tensors they take, whether
-# NumPy's error state must be quiet around them and whether the second operand may be a Python float
+class _LaneKind(NamedTuple):
+    """What a ``plain=`` kind's lane takes: the CPU backend's kernels of its ops (``kernel_of(name)``),
+    how many leading tensor parameters they read, whether NumPy's error state must be quiet around them
+    (nothing a comparison, a logical or bitwise op or a classification computes can warn), whether the
+    second operand may also be a Python float (in the first's floating dtype), the tensors' dtypes
+    (``"float"``: float32 or float64, of one dtype; ``"any"``: any one dtype of ``_ANY_DTYPES``;
+    ``"mask"``: a bool mask, then tensors of one floating dtype: ``where``), whether the parameters after
+    the tensors go to the kernel, each a Python float or its default (else they must be their
+    defaults), and whether the kernel's result is an array to wrap (else a value to return: equal's
+    bool)."""
+
+    kernel_of: Callable[[str], Any]
+    tensors: int
+    quiet: bool = True
+    floats: bool = False
+    dtypes: str = "float"
+    scalars: bool = False
+    wraps: bool = True
+
+
 _PLAIN_KERNELS = {
-    "unary": (plain_unary, 1, True, False),
-    "binary": (plain_binary, 2, True, True),
-    "binary_tensors": (plain_binary, 2, True, False),
-    "reduce": (plain_reduce, 1, False, False),
+    "unary": _LaneKind(plain_unary, 1),
+    "binary": _LaneKind(plain_binary, 2, floats=True),
+    "binary_tensors": _LaneKind(plain_binary, 2),
+    "reduce": _LaneKind(plain_reduce, 1, quiet=False),
+    "unary_any": _LaneKind(plain_unary, 1, quiet=False, dtypes="any"),
+    "binary_any": _LaneKind(plain_binary, 2, quiet=False, floats=True, dtypes="any"),
+    "scalars": _LaneKind(plain_scalars, 1, scalars=True),
+    "binary_scalars": _LaneKind(plain_scalars, 2, scalars=True),
+    "ternary_scalars": _LaneKind(plain_scalars, 3, scalars=True),
+    "where": _LaneKind(plain_scalars, 3, dtypes="mask"),
+    "predicate": _LaneKind(plain_predicate, 2, quiet=False, dtypes="any", wraps=False),
     # the products (mm, bmm, dot, ...) and the add-a-product ops (addmm, ...: input first, beta and alpha 1)
-    "product": (plain_product, 2, True, False),
-    "add_product": (plain_add_product, 3, True, False),
+    "product": _LaneKind(plain_product, 2),
+    "add_product": _LaneKind(plain_add_product, 3),
 }
 
 
 def _lane(op, defaults, values):
     """The fast lane's lines of an op declared ``plain`` (see ``_LANE_SOURCE``), and its kernel.
     ``values``: the entry's names of the forward's parameters, in order, which recording is given."""
-    kernel_of, n, quiet, floats = _PLAIN_KERNELS.get(op.plain, (None, 1, False, False))
-    kernel = kernel_of(op.name) if kernel_of is not None else None
+    kind = _PLAIN_KERNELS[op.plain]
+    n = kind.tensors
+    kernel = kind.kernel_of(op.name)
     parameters = list(op.signature.parameters.values())
     if (
         op.view
@@ -361,50 +398,61 @@ def _lane(op, defaults, values):
     ):
         raise ValueError(f"op {op.name!r}: plain={op.plain!r}: no such kernel for its first {n} parameters")
     names = [p.name for p in parameters[:n]]
-    at_defaults = []
+    at_defaults, passed = [], []
     for p in parameters[n:]:
-        if p.name not in defaults:
-            raise ValueError(f"op {op.name!r}: plain= needs a default for parameter {p.name!r}")
-        default = defaults[p.name]
+        default = defaults.get(p.name, _UNSET)
         literal = default is None or default is True or default is False
-        at_defaults.append(f"{p.name} is {default if literal else f'_defaults[{p.name!r}]'}")
+        same = f"{p.name} is {default if literal else f'_defaults[{p.name!r}]'}"
+        if kind.scalars and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            passed.append(p.name)
+            at_defaults.append(f"({p.name}.__class__ is float{'' if default is _UNSET else f' or {same}'})")
+        elif default is _UNSET:
+            raise ValueError(f"op {op.name!r}: plain= needs a default for parameter {p.name!r}")
+        else:
+            at_defaults.append(same)
     finish = ""
     if not (op.composite or not op.differentiable):  # an op that records: as the entry's path does
         checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
         finish = _LANE_RECORD_SOURCE.format(checks=_indented(checks, 20), values=", ".join(values))
-    call = _LANE_QUIET_CALL_SOURCE if quiet else _LANE_CALL_SOURCE
+    # a composite records through the ops it calls: no lane where they might (an input with a history,
+    # or a view, which may have one)
+    alone = _ALONE if op.composite and kind.wraps else None
+    call = _LANE_QUIET_CALL_SOURCE if kind.quiet else _LANE_CALL_SOURCE
+    floating = "(_d{i}.dtype is _F32 or _d{i}.dtype is _F64)"
+    first = "_d0.dtype in _ANY_DTYPES" if kind.dtypes == "any" else floating.format(i=0)
 
-    def lane(tensors, type_tests, arguments):
+    def dtype_test(i, first):
+        if kind.dtypes == "mask":  # a bool mask, then tensors of one floating dtype
+            return "_d0.dtype is _BOOL" if i == 0 else floating.format(i=1) if i == 1 else f"_d{i}.dtype is _d1.dtype"
+        return f"_d{i}.dtype is _d0.dtype" if i else first
+
+    def lane(tensors, type_tests, arguments, first):
         array_tests = []
         for i, x in enumerate(tensors):
-            same = f"_d{i}.dtype is _d0.dtype" if i else "(_d0.dtype is _F32 or _d0.dtype is _F64)"
-            array_tests += [f"_d{i}.__class__ is _ndarray", same, f"{x}._device is _CPU"]
-        return _LANE_SOURCE.format(
-            tests=" and ".join(type_tests + at_defaults),
+            array_tests += [f"_d{i}.__class__ is _ndarray", dtype_test(i, first), f"{x}._device is _CPU"]
+        untracked = [alone.format(x=x) for x in tensors] if alone else []
+        return (_LANE_SOURCE if kind.wraps else _LANE_VALUE_SOURCE).format(
+            tests=" and ".join(type_tests + at_defaults + untracked),
             arrays="".join(f"            _d{i} = {x}._data\n" for i, x in enumerate(tensors)),
             array_tests="\n                and ".join(array_tests),
             finish=finish,
-            call=call.format(kernel_args=", ".join(arguments)),
+            call=call.format(kernel_args=", ".join(arguments + passed)),
         )
 
     tensor_tests = [f"{x}.__class__ is Tensor" for x in names]
-    if op.composite:
-        # a composite op records through the ops its forward calls, which the lane skips: it takes only
-        # the calls where no input takes part
-        tensor_tests += [
-            f"not ({x}._requires_grad or {x}._grad_fn is not None or {x}._base is not None and {x}.grad_fn is not None)"
-            for x in names
-        ]
-    source = lane(names, tensor_tests, [f"_d{i}" for i in range(n)])
-    if floats:  # "binary": the second operand may be a Python float, in the first's dtype
+    source = lane(names, tensor_tests, [f"_d{i}" for i in range(n)], first)
+    if kind.floats:  # the second operand may be a Python float, in the first's floating dtype
         second = names[1]
         source += lane(
             names[:1],
             [tensor_tests[0], f"{second}.__class__ is float"],
             ["_d0", f"_float_operand({second}, _d0.dtype)"],
+            floating.format(i=0),
         )
     return source, kernel
 
+
+_ALONE = "not ({x}._requires_grad or {x}._grad_fn is not None or {x}._base is not None)"
 
 _CHECK_SOURCE = """if {x}.__class__ is Tensor:
     if {x}._requires_grad or {x}._grad_fn is not None or ({x}._base is not None and {x}.grad_fn is not None):
@@ -421,7 +469,11 @@ def _indented(source, spaces):
 _SEQUENCES = (list, tuple)
 _new = object.__new__
 _ndarray, _asarray = np.ndarray, np.asarray
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_F32, _F64, _BOOL = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)
+# the array dtypes of a lane of ``dtypes="any"``: those the CPU backend computes in as they are
+_ANY_DTYPES = frozenset(
+    np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.float32, np.float64)
+)
 # the array dtypes (NumPy's, the CUDA runtime's) of floating point tensors seen
 _FLOAT_ARRAYS: set[Any] = set()
 _NO_KEYWORDS: dict[str, Any] = {}  # the keyword arguments a view replay passes (never written)
@@ -642,7 +694,7 @@ def _bare_names(*sources):
 # declaration is refused. The entry's own locals start with an underscore, as no PyTorch parameter does.
 _RESERVED = _bare_names(
     _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE,
-    _LANE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE,
+    _LANE_SOURCE, _LANE_VALUE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE,
 ) | {
     "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
 }  # fmt: skip
@@ -1227,11 +1279,11 @@ def _inplace_lane(op):
     checks and history are the path's)."""
     if op.plain is None:
         return None
-    kernel_of, n, quiet, floats = _PLAIN_KERNELS[op.plain]
-    kernel = kernel_of(op.name)
+    kind = _PLAIN_KERNELS[op.plain]
     rule = op.dtypes
-    if rule is not None and rule.operands or n > 2:  # (addmm_ and the like: the path's)
-        return None
+    if kind.dtypes != "float" or kind.scalars or kind.tensors > 2 or (rule is not None and rule.operands):
+        return None  # (the in-place path of those: a result of another dtype, parameters to check; addmm_'s)
+    kernel, n, quiet, floats = kind.kernel_of(op.name), kind.tensors, kind.quiet, kind.floats
 
     def lane(self, args):
         if self.__class__ is not Tensor or len(args) != n - 1:

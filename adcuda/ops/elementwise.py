@@ -282,6 +282,7 @@ lowering("binary", "div", onnx="Div", c="{a} / {b}")
 
 @op(
     "floor_divide",
+    plain="binary",
     inplace=True,
     doc="input // other: the quotient rounded towards minus infinity.",
     composite=True,
@@ -300,6 +301,7 @@ lowering(
 
 @op(
     "remainder",
+    plain="binary",
     inplace=True,
     doc="Python's modulo: the remainder with the divisor's sign.",
     operators=("__mod__", "__rmod__", "__imod__"),
@@ -341,6 +343,7 @@ def _pow_grad_exponent(grad, input, exponent, result):
 
 @op(
     "pow",
+    plain="scalars",
     doc="input ** exponent, elementwise with broadcasting.",
     node="PowBackward0",
     inplace=True,
@@ -474,6 +477,7 @@ lowering("binary", "minimum", onnx="Min", c="(({a} != {a} || {a} < {b}) ? {a} : 
 
 @op(
     "logaddexp",
+    plain="binary",
     doc="log(exp(input) + exp(other)), without overflow.",
     node="LogaddexpBackward0",
     grads={
@@ -497,6 +501,7 @@ lowering("binary", "logaddexp", onnx=_onnx_logaddexp)
 
 @op(
     "hypot",
+    plain="binary",
     inplace=True,
     doc="sqrt(input**2 + other**2), without overflow or underflow of the squares.",
     node="HypotBackward0",
@@ -911,6 +916,7 @@ def _leaky_relu_fused_grad(grad, input, negative_slope):
 
 @op(
     "leaky_relu",
+    plain="scalars",
     dtypes=FLOATING,
     doc="input where positive, negative_slope * input elsewhere.",
     node="LeakyReluBackward0",
@@ -1074,17 +1080,17 @@ def _classify(name, input, if_not_float, test):
     return wrap(test(bk, input._data, input.dtype), input._device)
 
 
-@op("isnan", doc="Whether each element is NaN.")
+@op("isnan", plain="unary_any", doc="Whether each element is NaN.")
 def isnan(input: Tensor) -> Tensor:
     return _classify("isnan", input, False, lambda bk, x, d: bk.binary("ne", x, x, d))  # NaN alone is unequal to itself
 
 
-@op("isinf", doc="Whether each element is +inf or -inf.")
+@op("isinf", plain="unary_any", doc="Whether each element is +inf or -inf.")
 def isinf(input: Tensor) -> Tensor:
     return _classify("isinf", input, False, lambda bk, x, d: bk.binary("eq", bk.unary("abs", x), _INF, d))
 
 
-@op("isfinite", doc="Whether each element is neither inf nor NaN.")
+@op("isfinite", plain="unary_any", doc="Whether each element is neither inf nor NaN.")
 def isfinite(input: Tensor) -> Tensor:
     return _classify("isfinite", input, True, lambda bk, x, d: bk.binary("lt", bk.unary("abs", x), _INF, d))
 
@@ -1120,6 +1126,7 @@ _NUMBER_BOUNDS = frozenset({float, int, type(None)})  # (not bool: a bool bound 
 
 @op(
     "clamp",
+    plain="scalars",
     doc="input limited to [min, max] (either bound may be None; bounds may be tensors).",
     node=lambda input, min=None, max=None: (
         "ClampBackward0" if Tensor in (min.__class__, max.__class__) else "ClampBackward1"
@@ -1155,12 +1162,12 @@ def clamp(
     return wrap(primitives(x).clamp(x._data, min, max), x._device)
 
 
-@op("clamp_min", inplace=True, doc="input limited from below by min.", composite=True)
+@op("clamp_min", plain="scalars", inplace=True, doc="input limited from below by min.", composite=True)
 def clamp_min(input: Tensor, min: Tensor | Number) -> Tensor:  # noqa: A002
     return clamp(input, min=min)
 
 
-@op("clamp_max", inplace=True, doc="input limited from above by max.", composite=True)
+@op("clamp_max", plain="scalars", inplace=True, doc="input limited from above by max.", composite=True)
 def clamp_max(input: Tensor, max: Tensor | Number) -> Tensor:  # noqa: A002
     return clamp(input, max=max)
 
@@ -1177,6 +1184,7 @@ def where(condition: Tensor) -> tuple[Tensor, ...]: ...
 def where(condition: Tensor, input: Tensor | Number, other: Tensor | Number) -> Tensor: ...
 @op(
     "where",
+    plain="where",
     doc="input where condition holds, other elsewhere (broadcast).",
     node="WhereBackward0",
     method=_where_method,
@@ -1225,7 +1233,7 @@ def _ne_operator(self, other):
     return True if other is None else ne(self, other)
 
 
-@op("eq", plain="binary", doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
+@op("eq", plain="binary_any", doc="input == other, elementwise.", operators=(("__eq__", _eq_operator),))
 def eq(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("eq", input, other, name="eq")
 
@@ -1236,7 +1244,7 @@ lowering("binary", "eq", onnx="Equal", c="({a} == {b} ? 1.0f : 0.0f)")
 
 @op(
     "ne",
-    plain="binary",
+    plain="binary_any",
     doc="input != other, elementwise.",
     operators=(("__ne__", _ne_operator),),
     aliases=("not_equal",),
@@ -1255,7 +1263,7 @@ lowering(
 )
 
 
-@op("lt", plain="binary", doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
+@op("lt", plain="binary_any", doc="input < other, elementwise.", operators=("__lt__",), aliases=("less",))
 def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("lt", input, other, name="lt")
 
@@ -1263,7 +1271,7 @@ def lt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "lt", onnx="Less", c="({a} < {b} ? 1.0f : 0.0f)")
 
 
-@op("le", plain="binary", doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
+@op("le", plain="binary_any", doc="input <= other, elementwise.", operators=("__le__",), aliases=("less_equal",))
 def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("le", input, other, name="le")
 
@@ -1271,7 +1279,7 @@ def le(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "le", onnx="LessOrEqual", c="({a} <= {b} ? 1.0f : 0.0f)")
 
 
-@op("gt", plain="binary", doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
+@op("gt", plain="binary_any", doc="input > other, elementwise.", operators=("__gt__",), aliases=("greater",))
 def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("gt", input, other, name="gt")
 
@@ -1279,7 +1287,7 @@ def gt(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "gt", onnx="Greater", c="({a} > {b} ? 1.0f : 0.0f)")
 
 
-@op("ge", plain="binary", doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
+@op("ge", plain="binary_any", doc="input >= other, elementwise.", operators=("__ge__",), aliases=("greater_equal",))
 def ge(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("ge", input, other, name="ge")
 
@@ -1287,7 +1295,7 @@ def ge(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "ge", onnx="GreaterOrEqual", c="({a} >= {b} ? 1.0f : 0.0f)")
 
 
-@op("logical_and", doc="input and other, elementwise (nonzero is true).")
+@op("logical_and", plain="binary_any", doc="input and other, elementwise (nonzero is true).")
 def logical_and(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logical_and", input, other, name="logical_and")
 
@@ -1300,7 +1308,7 @@ lowering(
 )
 
 
-@op("logical_or", doc="input or other, elementwise (nonzero is true).")
+@op("logical_or", plain="binary_any", doc="input or other, elementwise (nonzero is true).")
 def logical_or(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logical_or", input, other, name="logical_or")
 
@@ -1313,7 +1321,7 @@ lowering(
 )
 
 
-@op("logical_xor", doc="input xor other, elementwise (nonzero is true).")
+@op("logical_xor", plain="binary_any", doc="input xor other, elementwise (nonzero is true).")
 def logical_xor(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("logical_xor", input, other, name="logical_xor")
 
@@ -1345,7 +1353,12 @@ def _bitwise(prim, input, other):
 
 
 # & | ^ ~ are bitwise, as in PyTorch (for bool tensors the same as logical)
-@op("bitwise_and", doc="input & other for integer and bool tensors.", operators=("__and__", "__rand__"))
+@op(
+    "bitwise_and",
+    plain="binary_any",
+    doc="input & other for integer and bool tensors.",
+    operators=("__and__", "__rand__"),
+)
 def bitwise_and(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _bitwise("bitwise_and", input, other)
 
@@ -1353,7 +1366,12 @@ def bitwise_and(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "bitwise_and", onnx="BitwiseAnd")
 
 
-@op("bitwise_or", doc="input | other for integer and bool tensors.", operators=("__or__", "__ror__"))
+@op(
+    "bitwise_or",
+    plain="binary_any",
+    doc="input | other for integer and bool tensors.",
+    operators=("__or__", "__ror__"),
+)
 def bitwise_or(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _bitwise("bitwise_or", input, other)
 
@@ -1361,7 +1379,12 @@ def bitwise_or(input: Tensor | Number, other: Tensor | Number) -> Tensor:
 lowering("binary", "bitwise_or", onnx="BitwiseOr")
 
 
-@op("bitwise_xor", doc="input ^ other for integer and bool tensors.", operators=("__xor__", "__rxor__"))
+@op(
+    "bitwise_xor",
+    plain="binary_any",
+    doc="input ^ other for integer and bool tensors.",
+    operators=("__xor__", "__rxor__"),
+)
 def bitwise_xor(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return _bitwise("bitwise_xor", input, other)
 
@@ -1396,6 +1419,7 @@ def square(input: Tensor) -> Tensor:
 
 @op(
     "reciprocal",
+    plain="unary",
     inplace=True,
     doc="1 / input.",
     node="ReciprocalBackward0",
@@ -1413,6 +1437,7 @@ def reciprocal(input: Tensor) -> Tensor:
 # lerp, isclose, allclose, equal
 @op(
     "lerp",
+    plain="binary_scalars",
     dtypes=FLOATING,
     doc="input + weight * (end - input), elementwise with broadcasting.",
     node=lambda input, end, weight: "LerpBackward1" if weight.__class__ is Tensor else "LerpBackward0",
@@ -1500,7 +1525,12 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
     return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
 
 
-@op("equal", doc="Whether input and other have the same shape and elements; a Python bool.", composite=True)
+@op(
+    "equal",
+    plain="predicate",
+    doc="Whether input and other have the same shape and elements; a Python bool.",
+    composite=True,
+)
 def equal(input: Tensor, other: Tensor) -> bool:
     if input.__class__ is not Tensor or other.__class__ is not Tensor:
         raise DTypeError(f"equal: expected two Tensors, got {type(input).__name__} and {type(other).__name__}")
@@ -1636,6 +1666,7 @@ def _largest_finite(dtype):
 
 @op(
     "nan_to_num",
+    plain="scalars",
     doc="input with NaN, +inf and -inf replaced by finite values.",
     node="NanToNumBackward0",
     inplace=True,
@@ -1720,6 +1751,7 @@ def _add_scaled_directly(prim, input, tensor1, tensor2, value):
 # factor's; the quotient's)
 @op(
     "addcmul",
+    plain="ternary_scalars",
     dtypes=NUMBERS.of("input", "tensor1", "tensor2"),
     doc="input + value * tensor1 * tensor2, broadcast.",
     node="AddcmulBackward0",
@@ -1742,6 +1774,7 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Number = 
 
 @op(
     "addcdiv",
+    plain="ternary_scalars",
     doc="input + value * tensor1 / tensor2, broadcast.",
     node="AddcdivBackward0",
     inplace=True,
@@ -1794,6 +1827,7 @@ def _elu_grad(grad, input, alpha, inner_scale):
 
 @op(
     "elu",
+    plain="scalars",
     dtypes=FLOATING,
     doc="input where positive, alpha * (exp(input) - 1) elsewhere.",
     node="EluBackward0",
@@ -1804,6 +1838,10 @@ def _elu_grad(grad, input, alpha, inner_scale):
 )
 def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
     check_tensor("elu", "input", input)
+    if alpha == 1.0 and alpha.__class__ is float and input.dtype.itemsize > 2:
+        # celu's one pass: expm1(x * 1) * 1 where x <= 0 is elu's at alpha 1 (the half types keep
+        # expm1's float32 detour)
+        return _with_parameter("celu", input, alpha)
     return _elu_forward(input, alpha, 1.0)
 
 
@@ -1835,6 +1873,7 @@ lowering("unary", "selu", onnx="Selu")
 
 @op(
     "celu",
+    plain="scalars",
     dtypes=FLOATING,
     doc="input where positive, alpha * (exp(input / alpha) - 1) elsewhere.",
     node="CeluBackward0",
@@ -1883,6 +1922,7 @@ def _shrink_grad(grad, input, lambd):
 
 @op(
     "hardtanh",
+    plain="scalars",
     dtypes=NUMBERS,
     doc="input clamped to [min_val, max_val].",
     node="HardtanhBackward0",
@@ -1900,6 +1940,7 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tens
 
 @op(
     "relu6",
+    plain="unary",
     dtypes=NUMBERS,
     doc="input clamped to [0, 6].",
     composite=True,
@@ -1993,6 +2034,7 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 @op(
     "threshold",
+    plain="scalars",
     dtypes=NUMBERS,
     doc="input where input > threshold, value elsewhere.",
     node="ThresholdBackward0",
@@ -2032,6 +2074,7 @@ def _prelu_grad_weight(grad, input, weight):
 
 @op(
     "prelu",
+    plain="binary_scalars",
     dtypes=FLOATING.one_dtype("input", "weight"),
     doc="input where positive, weight * input elsewhere; weight has 1 or input.shape[1] elements.",
     node="PreluKernelBackward0",
@@ -2070,6 +2113,7 @@ def _tensor_pair(name, input, other):
 
 @op(
     "fmod",
+    plain="binary",
     doc="The remainder of input / other with the dividend's sign (C's fmod).",
     node="FmodBackward0",
     inplace=True,
@@ -2094,6 +2138,7 @@ def _xlogy_grad_input(grad, input, other):
 
 @op(
     "xlogy",
+    plain="binary",
     doc="input * log(other), 0 where input is 0 (unless other is NaN).",
     node="XlogyBackward0",
     inplace=True,
@@ -2104,7 +2149,13 @@ def xlogy(input: Tensor | Number, other: Tensor | Number) -> Tensor:
     return binary("xlogy", x, y, dtype=_float_dtype(x, y), name="xlogy")
 
 
-@op("heaviside", doc="0 where input < 0, values where input == 0, 1 where input > 0.", composite=True, inplace=True)
+@op(
+    "heaviside",
+    plain="binary_tensors",
+    doc="0 where input < 0, values where input == 0, 1 where input > 0.",
+    composite=True,
+    inplace=True,
+)
 def heaviside(input: Tensor, values: Tensor) -> Tensor:
     check_tensor("heaviside", "input", input)
     check_tensor("heaviside", "values", values)
@@ -2133,7 +2184,7 @@ def _onnx_heaviside(w, a, b, dtype, out):
 lowering("binary", "heaviside", onnx=_onnx_heaviside, c="(({a}) == 0.0f ? ({b}) : (({a}) > 0.0f ? 1.0f : 0.0f))")
 
 
-@op("float_power", doc="input ** exponent computed in float64.", composite=True)
+@op("float_power", plain="scalars", doc="input ** exponent computed in float64.", composite=True)
 def float_power(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:
     if input.__class__ is Tensor and exponent.__class__ in (int, float):
         # a Python exponent stays one: pow of a float64 tensor by it is float64 (no tensor to make of it);
@@ -2144,7 +2195,7 @@ def float_power(input: Tensor | Number, exponent: Tensor | Number) -> Tensor:
     return pow(x.to(dtype=dt.float64), y.to(dtype=dt.float64))
 
 
-@op("signbit", doc="Whether the sign bit is set (true for -0.0 too).", composite=True)
+@op("signbit", plain="unary_any", doc="Whether the sign bit is set (true for -0.0 too).", composite=True)
 def signbit(input: Tensor) -> Tensor:
     check_tensor("signbit", "input", input)
     # over the primitives (a bool result has no history to record): copysign reads the sign bit, of
@@ -2157,6 +2208,7 @@ def signbit(input: Tensor) -> Tensor:
 
 @op(
     "hardshrink",
+    plain="scalars",
     dtypes=FLOATING,
     doc="input where |input| > lambd, 0 elsewhere.",
     node="HardshrinkBackward0",
@@ -2179,6 +2231,7 @@ lowering("binary", "hardshrink", onnx=_onnx_hardshrink, c="(fabsf({a}) <= ({b}) 
 
 @op(
     "softshrink",
+    plain="scalars",
     dtypes=FLOATING,
     doc="input - lambd above lambd, input + lambd below -lambd, 0 between.",
     node="SoftshrinkBackward0",
@@ -2220,6 +2273,7 @@ def _copysign_grad_input(grad, input, result):
 
 @op(
     "copysign",
+    plain="binary",
     doc="The magnitude of input with the sign of other (a floating point result).",
     node=lambda input, other: "CopysignBackward0" if other.__class__ is Tensor else "CopysignBackward1",
     inplace=True,
@@ -2248,6 +2302,7 @@ def _nan_ignoring(name, input, other):
 
 @op(
     "fmax",
+    plain="binary_tensors",
     doc="The elementwise maximum, a NaN taken only where both are NaN.",
     node="FmaxBackward0",
     grads={
@@ -2261,6 +2316,7 @@ def fmax(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "fmin",
+    plain="binary_tensors",
     doc="The elementwise minimum, a NaN taken only where both are NaN.",
     node="FminBackward0",
     grads={

@@ -131,6 +131,7 @@ def _atan2_scale(input, other):
 
 @op(
     "atan2",
+    plain="binary_tensors",
     inplace=("atan2_", "arctan2_"),
     aliases=("arctan2",),
     doc="The angle of the point (other, input): atan(input / other) in the right quadrant.",
@@ -148,6 +149,7 @@ def atan2(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "logaddexp2",
+    plain="binary_tensors",
     doc="log2(2 ** input + 2 ** other), without overflow.",
     node="Logaddexp2Backward0",
     grads={
@@ -175,12 +177,22 @@ def _integer_binary(name, input, other):
     return binary(name, input, other, dtype=dtype, name=name)
 
 
-@op("gcd", inplace=True, doc="The greatest common divisor of integers, non-negative (gcd(0, 0) = 0).")
+@op(
+    "gcd",
+    plain="binary_any",
+    inplace=True,
+    doc="The greatest common divisor of integers, non-negative (gcd(0, 0) = 0).",
+)
 def gcd(input: Tensor, other: Tensor) -> Tensor:
     return _integer_binary("gcd", input, other)
 
 
-@op("lcm", inplace=True, doc="The least common multiple of integers, non-negative (0 where either is 0).")
+@op(
+    "lcm",
+    plain="binary_any",
+    inplace=True,
+    doc="The least common multiple of integers, non-negative (0 where either is 0).",
+)
 def lcm(input: Tensor, other: Tensor) -> Tensor:
     return _integer_binary("lcm", input, other)
 
@@ -225,12 +237,12 @@ def sinc(input: Tensor) -> Tensor:
     return _float_unary("sinc", input)
 
 
-@op("isposinf", doc="Whether each element is +inf.")
+@op("isposinf", plain="unary_any", doc="Whether each element is +inf.")
 def isposinf(input: Tensor) -> Tensor:
     return _classify("isposinf", input, False, lambda bk, x, d: bk.binary("eq", x, _INF, d))
 
 
-@op("isneginf", doc="Whether each element is -inf.")
+@op("isneginf", plain="unary_any", doc="Whether each element is -inf.")
 def isneginf(input: Tensor) -> Tensor:
     return _classify("isneginf", input, False, lambda bk, x, d: bk.binary("eq", x, -_INF, d))
 

@@ -32,14 +32,17 @@ The declaration says everything the rest of adcuda needs:
 - **dtypes**: ``dtypes`` (a rule of ``dtype_support``: ``FLOATING``, ``NUMBERS``, ...) says which
   dtypes the op's first tensor argument may have, as PyTorch defines the op; the dispatch point
   refuses the others before the forward runs (``abs`` of a bool tensor, ``gelu`` of an integer one).
-- **plain case**: ``plain="binary"`` (or ``"unary"``, ``"reduce"``: of every element) says that the
-  forward, given CPU tensors of one floating dtype (float32 or float64) as its one or two first
-  arguments (``"binary"``: the second may also be a Python float; ``"binary_tensors"``: a tensor only;
-  ``"product"``: the products, two tensors; ``"add_product"``: addmm and its kind, input and the two
-  factors, beta and alpha at their defaults)
-  and every other argument at its default, computes exactly the primitive of that family named as the
-  op: the dispatch point then computes the output with the backend's kernel for it directly while no
-  hook is attached (its fast lane, adcuda/ops/dispatch.py), and with the forward otherwise.
+- **plain case**: ``plain="binary"`` (one word, the kind of lane: ``dispatch._PLAIN_KERNELS`` lists
+  them) says that the forward, given CPU tensors of one floating dtype (float32 or float64; the
+  ``"unary_any"``/``"binary_any"`` kinds: any one dtype of ``dispatch._ANY_DTYPES``; ``"where"``: a bool
+  mask and two floating tensors) as its first arguments (``"binary"``: the second may also be a Python
+  float; ``"binary_tensors"``: a tensor only; ``"product"``: two tensors, ``"add_product"``: three, addmm's
+  kind with beta and alpha at their defaults), every other argument at its default (the ``"scalars"``
+  kinds: or a Python float, passed on), computes exactly what the CPU backend's kernel for the op
+  computes (``plain_unary``, ``plain_binary``, ``plain_scalars``, ``plain_reduce``, ``plain_product``): the dispatch point
+  then computes the output with that kernel directly while no hook is attached (its fast lane,
+  adcuda/ops/dispatch.py), and with the forward otherwise. An op that says nothing gets the kind of
+  its namesake row of the unary table, if any (``_table_plain``); ``plain=False``: none.
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
@@ -57,6 +60,7 @@ from collections.abc import Callable
 from inspect import Parameter
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from ..backends.elementwise_table import BITWISE, LOGICAL, UNARY_BY_NAME
 from . import dispatch, dtype_support
 
 if TYPE_CHECKING:
@@ -127,7 +131,7 @@ class OpDef:
         self.composite = composite
         self.autocast = autocast
         self.dtypes = dtypes
-        self.plain = plain
+        self.plain = _table_plain(name, self.signature) if plain is None else plain or None
         self.view = view
         self.extra_outputs = tuple(extra_outputs)
         self.node = node
@@ -366,6 +370,18 @@ def op(
         return definition.entry
 
     return declare
+
+
+def _table_plain(name, signature):
+    """The ``plain`` kind of an op that says none: the one table's (backends/elementwise_table.py) for a
+    row's namesake whose parameters after the first all have defaults (its forward, at those defaults,
+    is the row's primitive: tests/test_dispatch_fast_lane.py checks every such op against its path), so
+    that a new row's op cannot forget it; None for any other. ``plain=False`` says none."""
+    row = UNARY_BY_NAME.get(name)
+    parameters = list(signature.parameters.values())
+    if row is None or not parameters or any(p.default is p.empty for p in parameters[1:]):
+        return None
+    return "unary_any" if row.kind in (BITWISE, LOGICAL) else "unary"
 
 
 def get(name):

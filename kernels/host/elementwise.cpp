@@ -10,6 +10,8 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -69,9 +71,9 @@ py::array_t<T> host_unary(py::ssize_t index, const py::array_t<T, py::array::c_s
   return out;
 }
 
-// The binary ops whose NumPy formula is several passes (remainder's sign fix, xlogy's mask) or a scalar
-// loop of libm calls slower than the functor's (logaddexp, hypot), for same-shape operands or a
-// scalar second one: the CPU backend's ``binary`` on small arrays.
+// The binary ops whose NumPy formula is several passes (remainder's sign fix, xlogy's mask, the
+// one-parameter activations), for same-shape operands or a scalar second one: the CPU backend's
+// ``binary`` on small arrays.
 template <typename T>
 using BinaryFn = void (*)(const T*, const T*, py::ssize_t, T*, py::ssize_t);
 
@@ -123,6 +125,53 @@ py::array_t<T> host_binary_scalar(py::ssize_t index, const py::array_t<T, py::ar
 }
 
 using Floats = py::array_t<float, py::array::c_style>;
+using Doubles = py::array_t<double, py::array::c_style>;
+
+// equal's loop: whether two row-major arrays of one dtype and size hold equal values, as ``==`` of
+// each pair (a NaN is unequal to everything, -0.0 equals 0.0); None for arrays of another kind.
+template <typename T>
+py::object equal_of(py::handle a, py::handle b) {
+  using Array = py::array_t<T, py::array::c_style>;
+  if (!Array::check_(a) || !Array::check_(b)) return py::none();
+  const auto x = py::reinterpret_borrow<Array>(a), y = py::reinterpret_borrow<Array>(b);
+  if (x.size() != y.size()) throw py::value_error("host_equal: the arrays' sizes differ");
+  const T* p = x.data();
+  const T* q = y.data();
+  for (py::ssize_t i = 0, n = x.size(); i < n; ++i)
+    if (!(p[i] == q[i])) return py::bool_(false);
+  return py::bool_(true);
+}
+
+py::object host_equal(py::handle a, py::handle b) {
+  for (auto equal : {&equal_of<float>, &equal_of<double>, &equal_of<std::int64_t>, &equal_of<bool>}) {
+    py::object result = equal(a, b);
+    if (!result.is_none()) return result;
+  }
+  return py::none();
+}
+
+// host_binary's one entry: pybind11's overloads would try each signature in turn, converting the
+// arguments for each (a float64 array and a float reached the fourth after three failed tries: half a
+// microsecond of a small op's call); the operands' types are told apart here instead.
+template <typename T>
+py::object binary_of(py::ssize_t index, const py::array_t<T, py::array::c_style>& a, py::handle b) {
+  using Array = py::array_t<T, py::array::c_style>;
+  if (PyFloat_Check(b.ptr())) return host_binary_scalar<T>(index, a, PyFloat_AS_DOUBLE(b.ptr()));
+  if (Array::check_(b)) return host_binary<T>(index, a, py::reinterpret_borrow<Array>(b));
+  throw py::type_error("host_binary: b must be a row-major array of a's dtype or a Python float");
+}
+
+py::object host_binary_entry(py::ssize_t index, py::handle a, py::handle b) {
+  if (Floats::check_(a)) return binary_of<float>(index, py::reinterpret_borrow<Floats>(a), b);
+  if (Doubles::check_(a)) return binary_of<double>(index, py::reinterpret_borrow<Doubles>(a), b);
+  throw py::type_error("host_binary: a must be a row-major float32 or float64 array");
+}
+
+py::object host_unary_entry(py::ssize_t index, py::handle x) {
+  if (Floats::check_(x)) return host_unary<float>(index, py::reinterpret_borrow<Floats>(x));
+  if (Doubles::check_(x)) return host_unary<double>(index, py::reinterpret_borrow<Doubles>(x));
+  throw py::type_error("host_unary: x must be a row-major float32 or float64 array");
+}
 
 // An optional float32 array (None: nullptr) of n elements, row-major, for gelu_tanh's kept tanh argument.
 float* kept_inner(const py::object& inner, py::ssize_t n, const char* who) {
@@ -163,6 +212,62 @@ void host_gelu_backward(const Floats& x, const Floats& g, Floats& out) {
   gelu_backward_avx2(x.data(), g.data(), out.mutable_data(), x.size());
 }
 
+// A compiled replay's relu after a bias add, in one pass (adcuda/capture/program.py's ``_fusions``): relu(a + bias)
+// with ``bias`` broadcast along a's last dim, each step rounded as the two NumPy calls it stands for round it
+// (np.add, then np.maximum(t, 0): NaN kept as it is, -0.0 made +0.0).
+template <typename T>
+void host_bias_relu(const py::array_t<T, py::array::c_style>& a, const py::array_t<T, py::array::c_style>& bias,
+                    py::array_t<T, py::array::c_style>& out) {
+  const py::ssize_t columns = bias.size();
+  if (a.ndim() < 1 || bias.ndim() != 1 || a.shape(a.ndim() - 1) != columns || out.size() != a.size())
+    throw py::value_error("host_bias_relu: bias must have a's last dim, out a's size");
+  const T* x = a.data();
+  const T* b = bias.data();
+  T* y = out.mutable_data();
+  for (py::ssize_t start = 0; start < a.size(); start += columns) {
+    // (out may be a itself: each element is read, then written, so no lane depends on another's write)
+#pragma GCC ivdep
+    for (py::ssize_t j = 0; j < columns; ++j) {
+      const T t = x[start + j] + b[j];
+      y[start + j] = (t != t || t > T(0)) ? t : T(0);
+    }
+  }
+}
+
+// relu's backward as the CPU backend's NumPy path computes it: g times (x > 0 or NaN) taken as 1 or 0, so
+// g * 0 where x <= 0 (a NaN or inf gradient gives NaN there, a negative one -0.0).
+template <typename T>
+void host_relu_backward(const py::array_t<T, py::array::c_style>& x, const py::array_t<T, py::array::c_style>& g,
+                        py::array_t<T, py::array::c_style>& out) {
+  if (g.size() != x.size() || out.size() != x.size()) throw py::value_error("host_relu_backward: the arrays' sizes differ");
+  const T* xs = x.data();
+  const T* gs = g.data();
+  T* y = out.mutable_data();
+  const py::ssize_t n = x.size();
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  // g where it is kept (g * 1), g * 0 elsewhere, chosen by a bit mask: a select the compiler vectorises, where
+  // a conditional became a branch that random signs mispredict half the time. (out may be x or g: each
+  // element is read, then written, so no lane depends on another's write.)
+#pragma GCC ivdep
+  for (py::ssize_t i = 0; i < n; ++i) {
+    const T g = gs[i], dropped = g * T(0);
+    Bits kept_bits, dropped_bits;
+    std::memcpy(&kept_bits, &g, sizeof(T));
+    std::memcpy(&dropped_bits, &dropped, sizeof(T));
+    const Bits mask = Bits(0) - static_cast<Bits>(!(xs[i] <= T(0)));
+    const Bits bits = (kept_bits & mask) | (dropped_bits & ~mask);
+    std::memcpy(&y[i], &bits, sizeof(T));
+  }
+}
+
+// A kernel of two operands and ``out``, float32 and float64 (``f32``, ``f64``), bound under ``name``.
+template <typename F32, typename F64>
+void def_floats(py::module_& m, const char* name, F32 f32, F64 f64, const char* first, const char* second,
+                const char* doc) {
+  m.def(name, f32, py::arg(first).noconvert(), py::arg(second).noconvert(), py::arg("out").noconvert());
+  m.def(name, f64, py::arg(first).noconvert(), py::arg(second).noconvert(), py::arg("out").noconvert(), doc);
+}
+
 }  // namespace
 
 void bind_elementwise(py::module_& m) {
@@ -188,24 +293,30 @@ void bind_elementwise(py::module_& m) {
     for (const Row& row : kRows) names.append(row.name);
     return names;
   }, "The unary table's op names in host_unary's order (elementwise_ops.def's).");
-  // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
-  m.def("host_unary", &host_unary<float>, py::arg("index"), py::arg("x").noconvert());
-  m.def("host_unary", &host_unary<double>, py::arg("index"), py::arg("x").noconvert(),
+  // no array conversion: another dtype or a strided array raises TypeError, the caller's to handle
+  m.def("host_unary", &host_unary_entry, py::arg("index"), py::arg("x"),
         "Unary op number ``index`` of host_unary_names() over a contiguous float32/float64 array, with the "
         "CUDA kernels' functor, in the array's dtype (a new array of its shape). Meant for small arrays: "
         "the GIL is held.");
+  m.def("host_equal", &host_equal, py::arg("a"), py::arg("b"),
+        "Whether two row-major arrays of one dtype (float32, float64, int64 or bool) and size hold equal "
+        "values (NaN unequal, -0.0 == 0.0); None for other arrays. Meant for small arrays: the GIL is held.");
   m.def("host_binary_names", [] {
     py::list names;
     for (const BinaryRow& row : kBinaryRows) names.append(row.name);
     return names;
   }, "The binary ops host_binary computes, in its order.");
-  m.def("host_binary", &host_binary<float>, py::arg("index"), py::arg("a").noconvert(), py::arg("b").noconvert());
-  m.def("host_binary", &host_binary<double>, py::arg("index"), py::arg("a").noconvert(), py::arg("b").noconvert());
-  m.def("host_binary", &host_binary_scalar<float>, py::arg("index"), py::arg("a").noconvert(), py::arg("b"));
-  m.def("host_binary", &host_binary_scalar<double>, py::arg("index"), py::arg("a").noconvert(), py::arg("b"),
+  m.def("host_binary", &host_binary_entry, py::arg("index"), py::arg("a"), py::arg("b"),
         "Binary op number ``index`` of host_binary_names() of two contiguous float32/float64 arrays of one shape "
         "and dtype, or of such an array and a Python float (taken in its dtype), with the CUDA kernels' "
         "functor (a new array). Meant for small arrays: the GIL is held.");
+  // (out may be a or x, g: each element is read before it is written)
+  def_floats(m, "host_bias_relu", &host_bias_relu<float>, &host_bias_relu<double>, "a", "bias",
+             "relu(a + bias) into ``out``, bias (1-d) broadcast along a's last dim, rounded as np.add then "
+             "np.maximum round it (row-major arrays of one float dtype).");
+  def_floats(m, "host_relu_backward", &host_relu_backward<float>, &host_relu_backward<double>, "x", "g",
+             "relu's backward g * (x > 0 or NaN, as 1 or 0) into ``out`` (row-major arrays of one float dtype "
+             "and size).");
 }
 
 }  // namespace adcuda::host

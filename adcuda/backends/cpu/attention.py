@@ -108,6 +108,15 @@ def _inverse_row_sums(lse):
     return np.exp(-np.where(np.isfinite(lse), lse, np.inf))
 
 
+def _product(a, b, into):
+    """a @ b (batched), into ``into`` (an array of the product's shape, e.g. a view of a larger one) where
+    given and of the product's dtype: NumPy's matmul hands BLAS its rows whatever their stride, the
+    same numbers as a new array's."""
+    if into is None or into.dtype != np.result_type(a, b):
+        return threads.matmul(a, b)
+    return threads.run_product(np.matmul, a, b, into, work=threads.matmul_work(a, b))
+
+
 def _philox4x32_10(counter_words, seed):
     """Philox4x32-10 of kernels/philox.cuh over rows of four uint32 counter words, keyed by the 64-bit
     ``seed``: the same words the CUDA kernels draw."""
@@ -195,6 +204,7 @@ def attention(
     offset: int = 0,
     *,
     probs: BackendArray | None = None,
+    into: BackendArray | None = None,
 ) -> tuple[BackendArray, BackendArray]:
     """Softmax(q k^T * scale + mask) v; also the rows' logsumexp, which is all backward keeps. With
     ``dropout_p`` the probabilities are dropped by the Philox draw ``(seed, offset)`` and the rest
@@ -202,7 +212,9 @@ def attention(
 
     The probabilities are exp(scores - logsumexp), as the backward computes them again, bit for bit:
     ``probs`` (CPU only, seam.CPU_REPLAY_KEYWORDS: an array of the scores' shape and compute dtype)
-    keeps them, for a backward given them as its ``probs`` (graph capture's replay)."""
+    keeps them, for a backward given them as its ``probs`` (graph capture's replay); ``into`` (CPU only,
+    likewise: an array of the output's shape, a view of the replay's buffer) is where the output goes
+    where it has the computing dtype."""
     _check_dropout_p("attention", dropout_p)
     qq, kk, vv = _operands("attention", q, k, v)
     # (the big temporaries are written in place; NumPy's warnings for log(0) and inf - inf in fully
@@ -222,7 +234,7 @@ def attention(
         np.subtract(s, np.where(np.isfinite(lse), lse, np.inf), out=p)
         np.exp(p, out=p)
     z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
-    out = threads.matmul(p if z is None else p * z, vv)
+    out = _product(p if z is None else p * z, vv, into)
     return out.astype(q.dtype, copy=False), lse[..., 0]
 
 
@@ -241,9 +253,11 @@ def attention_backward(
     offset: int = 0,
     *,
     probs: BackendArray | None = None,
+    into: tuple[BackendArray | None, BackendArray | None, BackendArray | None] | None = None,
 ) -> tuple[BackendArray, BackendArray, BackendArray]:
     """``probs`` (CPU only, seam.CPU_REPLAY_KEYWORDS): the probabilities the forward kept (its
-    ``probs``) for these q, k, mask and logsumexp, read instead of computed again."""
+    ``probs``) for these q, k, mask and logsumexp, read instead of computed again; ``into`` (likewise):
+    where dq, dk and dv go (arrays of their shapes or None each), as the forward's ``into``."""
     _check_dropout_p("attention_backward", dropout_p)
     qq, kk, vv = _operands("attention_backward", q, k, v)
     gg, oo = _compute(g), _compute(out)
@@ -266,14 +280,15 @@ def attention_backward(
                 p = p - shift
             np.exp(p, out=p)
     z = _attention_dropout_factor(p, vv, dropout_p, seed, offset)
-    dv = threads.matmul(np.swapaxes(p if z is None else p * z, -1, -2), gg)
+    into_q, into_k, into_v = (None, None, None) if into is None else into
+    dv = _product(np.swapaxes(p if z is None else p * z, -1, -2), gg, into_v)
     ds = threads.matmul(gg, np.swapaxes(vv, -1, -2))
     if z is not None:
         ds *= z
     ds -= _row_sums(gg * oo, 1)
     ds *= p
-    dq = threads.matmul(ds, kk)
+    dq = _product(ds, kk, into_q)
     dq *= scale
-    dk = threads.matmul(np.swapaxes(ds, -1, -2), qq)
+    dk = _product(np.swapaxes(ds, -1, -2), qq, into_k)
     dk *= scale
     return dq.astype(q.dtype, copy=False), dk.astype(k.dtype, copy=False), dv.astype(v.dtype, copy=False)

@@ -5,6 +5,7 @@ backends, adcuda/backends/elementwise_table.py: this module holds only the formu
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -104,6 +105,9 @@ def _zero(dtype):
     if zero is None:
         zero = _ZEROS[dtype] = np.zeros((), dtype)
     return zero
+
+
+_ZERO_F32, _ZERO_F64 = _zero(_F32), _zero(_F64)
 
 
 def _sigmoid(x):
@@ -517,21 +521,25 @@ def unary_backward(
 
 
 def plain_binary(op: str) -> Callable[..., Any] | None:
-    """What ``binary(op, a, b, <their dtype>)`` computes for exact float32/float64 ndarrays of one dtype
-    object, as one call with none of its checks: the dispatch point's fast lane (adcuda/ops/dispatch.py)
-    calls it for an op's plain case. It returns the result array (or NumPy scalar, of 0-d operands); an
-    error it raises is the primitive's to name. None for an op without such a kernel (the host loops'
-    ops, several passes in NumPy, keep the primitive's choice of loop)."""
+    """What ``binary(op, a, b, <their dtype>)`` computes for exact ndarrays of one dtype object
+    (float32/float64; for the ops of ``PLAIN_ANY_DTYPE``, any of its dtypes), as one call with none of
+    its checks: the dispatch point's fast lane (adcuda/ops/dispatch.py) calls it for an op's plain case.
+    ``b`` may also be a 0-d array of ``a``'s dtype (``float_operand``: a Python float in it). It returns
+    the result array (or NumPy scalar, of 0-d operands); an error it raises is the primitive's to name.
+    None for an op without such a kernel."""
     fn = BINARY_OPS.get(op)
-    return fn if fn is not None and op not in _HOST_BINARY_INDEX else None
+    if fn is None:
+        return None
+    host = _HOST_BINARY_INDEX.get(op)
+    return fn if host is None else functools.partial(_host_or_formula, fn, host)
 
 
 def plain_unary(op: str) -> Callable[..., Any] | None:
     """``plain_binary`` for ``unary(op, x)``: the kernel may also return None where ``x`` takes the
     primitive's own path after all (a host loop's operand too large or not contiguous)."""
     fn = UNARY_OPS.get(op)
-    if fn is None:
-        return None
+    if fn is None or op in _PLAIN_UNARY:
+        return _PLAIN_UNARY.get(op)
     host = _HOST_INDEX.get(op)
     if host is not None:
 
@@ -546,14 +554,110 @@ def plain_unary(op: str) -> Callable[..., Any] | None:
     else:  # a formula: asked once, of one element of each dtype
         with np.errstate(all="ignore"):
             keeps_dtype = all(np.asarray(fn(np.full(1, 0.5, d))).dtype is d for d in (_F32, _F64))
-    if keeps_dtype:
-        return fn  # (float32 in, float32 out: nothing to cast)
+    if keeps_dtype or op == "logical_not":
+        return fn  # (float32 in, float32 out: nothing to cast; logical_not's bool is the primitive's too)
 
     def formula(x):
         r = fn(x)
         return r if r.dtype is x.dtype else None  # (another result dtype: the primitive casts it)
 
     return formula
+
+
+# The float dtype of a float32/float64 array, for the backend's own functions the kernels below call.
+_FLOAT_DTYPE_OF = {_F32: dt.float32, _F64: dt.float64}
+
+
+def _plain_reciprocal(x):
+    # binary("div", 1.0, x): a float first, in x's dtype
+    r = np.true_divide(_scalar_array(1.0, x.dtype), x)
+    return r if r.__class__ is np.ndarray else np.asarray(r)
+
+
+def _plain_relu(x):
+    # _relu's maximum, without its frame's out= and dtype lookup (a sixth of relu's call)
+    return np.maximum(x, _ZERO_F32 if x.dtype is _F32 else _ZERO_F64)
+
+
+def _plain_relu6(x):
+    return clamp(x, 0.0, 6.0)
+
+
+# ``plain_unary``'s kernels of the ops that are not a row of the table (or, relu, a leaner one): what
+# their forwards compute of a float32/float64 array (of any array of the lane's dtypes for the
+# classifications, whose integer and bool results NumPy's functions give as the forwards do: all
+# False, or x < 0)
+_PLAIN_UNARY: dict[str, Callable[..., Any]] = {
+    "relu": _plain_relu,
+    "reciprocal": _plain_reciprocal,
+    "relu6": _plain_relu6,
+    "isnan": np.isnan,
+    "isinf": np.isinf,
+    "isfinite": np.isfinite,
+    "isposinf": lambda x: np.equal(x, math.inf),  # (np.isposinf is several passes in Python)
+    "isneginf": lambda x: np.equal(x, -math.inf),
+    "signbit": np.signbit,
+}
+
+
+def _plain_leaky_relu(x, slope):
+    # for 0 < slope <= 1 the forward's one pass, max(x, slope * x); else its comparison and select
+    if 0 < slope <= 1:
+        return np.maximum(x, np.multiply(x, _scalar_array(slope, x.dtype)))
+    return None
+
+
+def _plain_elu(x, alpha):
+    # at alpha 1 the forward's celu pass; else expm1, scaled, where x <= 0
+    if alpha == 1.0:
+        return _CELU(x, 1.0)
+    below = np.multiply(np.expm1(x), _scalar_array(alpha, x.dtype))
+    return where(np.less_equal(x, _scalar_array(0.0, x.dtype)), below, x, _FLOAT_DTYPE_OF[x.dtype])
+
+
+def _plain_threshold(x, threshold, value):
+    d = _FLOAT_DTYPE_OF[x.dtype]
+    return where(binary("le", x, threshold, d), value, x, d)
+
+
+def _plain_hardtanh(x, min_val, max_val):
+    return None if min_val > max_val else clamp(x, min_val, max_val)  # (the forward names the error)
+
+
+def _plain_clamp(x, lo, hi):
+    return None if lo is None and hi is None else clamp(x, lo, hi)  # (the forward names the error)
+
+
+def _plain_pow(x, exponent):
+    # the forward's shortcuts x ** 2 (x * x) and x ** 0.5 (sqrt); its others take its path; any other
+    # power is NumPy's
+    if exponent == 2.0:
+        return binary("mul", x, x, _FLOAT_DTYPE_OF[x.dtype])
+    if exponent == 0.5:
+        return unary("sqrt", x)
+    if exponent in (0.0, 1.0, 3.0, -1.0, -2.0, -0.5):
+        return None
+    return binary("pow", x, exponent, _FLOAT_DTYPE_OF[x.dtype])
+
+
+def _plain_float_power(x, exponent):
+    return _plain_pow(x if x.dtype is _F64 else x.astype(_F64), exponent)
+
+
+def _with_parameter(op, allowed=None):
+    """The kernel of a one-parameter op that is binary primitive ``op`` of x and the parameter (in x's
+    dtype), as ``binary`` computes it of x and a Python float; None for a value the forward refuses
+    (``allowed`` false)."""
+    fn, host = BINARY_OPS[op], _HOST_BINARY_INDEX.get(op)
+
+    def run(x, value):
+        if allowed is not None and not allowed(value):
+            return None
+        if host is None:
+            return fn(x, _scalar_array(value, x.dtype))
+        return _host_or_formula(fn, host, x, value)
+
+    return run
 
 
 def _remainder(a, b, dtype=None, casting="same_kind"):
@@ -652,9 +756,8 @@ BINARY_OPS: dict[str, Callable[..., Any]] = {
     **{op.name: _formula(op.cpu) for op in FLOAT_BINARY},
 }
 # Small float32/float64 operands of the binary ops whose NumPy formula is several passes (remainder,
-# xlogy, the one-parameter activations) or a loop no faster than the functor's (logaddexp, logaddexp2,
-# hypot) go to the host module's loop over their CUDA functor (kernels/host/elementwise.cpp), as the
-# unary ones do.
+# xlogy, the one-parameter activations) go to the host module's loop over their CUDA functor
+# (kernels/host/elementwise.cpp), as the unary ones do.
 _HOST_BINARY_INDEX = {name: i for i, name in enumerate(_C.host_binary_names() if _C is not None else ())}
 _BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}
 
@@ -707,28 +810,8 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
             fn = BINARY_OPS.get(op)
             if fn is not None:
                 host = _HOST_BINARY_INDEX.get(op)
-                if (
-                    host is not None
-                    and a.size <= _HOST_MAX
-                    and a.flags.c_contiguous
-                    and (
-                        b.__class__ is float
-                        or isinstance(b, np.ndarray)
-                        and b.shape == a.shape
-                        and b.flags.c_contiguous
-                    )
-                ):
-                    return _C.host_binary(host, a, b)
-                if (
-                    host is not None
-                    and a.size <= _HOST_MAX
-                    and a.flags.c_contiguous
-                    and isinstance(b, np.ndarray)
-                    and b.size == 1
-                    and b.ndim <= a.ndim
-                ):
-                    # one value whose broadcast keeps a's shape (prelu's single weight): the loop's scalar
-                    return _C.host_binary(host, a, b.item())
+                if host is not None:
+                    return _host_or_formula(fn, host, a, b)
                 r = fn(a, b if b.__class__ is np.ndarray else _scalar_array(b, a.dtype))
                 return r if r.__class__ is np.ndarray else np.asarray(r)  # (0-d operands give a NumPy scalar)
         elif (
@@ -794,6 +877,20 @@ def binary(op: str, a: ArrayOrScalar, b: ArrayOrScalar, dtype: DType) -> Backend
                 raise DTypeError("sub: subtraction of bool arrays is not supported; use logical_xor") from None
             raise UnsupportedDTypeError(f"{op}: not defined for dtype {dtype.name}") from None
         raise
+
+
+def _host_or_formula(fn, host, a, b):
+    """``binary``'s kernel of an op with a host loop (``_HOST_BINARY_INDEX``), for float32/float64 array
+    ``a`` and ``b`` an array of its dtype or a Python float: the loop for small contiguous operands of
+    one shape (or ``b`` one value whose broadcast keeps a's shape: prelu's single weight, a 0-d
+    operand), NumPy's formula otherwise."""
+    if a.size <= _HOST_MAX and a.flags.c_contiguous:
+        if b.__class__ is float or b.shape == a.shape and b.flags.c_contiguous:
+            return _C.host_binary(host, a, b)
+        if b.size == 1 and b.ndim <= a.ndim:
+            return _C.host_binary(host, a, b.item())
+    r = fn(a, b if b.__class__ is np.ndarray else _scalar_array(b, a.dtype))
+    return r if r.__class__ is np.ndarray else np.asarray(r)  # (0-d operands give a NumPy scalar)
 
 
 def _defined_for(op, dtype):
@@ -863,7 +960,7 @@ def clamp(a: BackendArray, lo: Scalar | None, hi: Scalar | None) -> BackendArray
     layer's, as a maximum and a minimum)."""
     if lo.__class__ not in _BOUND_CLASSES or hi.__class__ not in _BOUND_CLASSES:
         declared.clamp(a, lo, hi)  # (it refuses array bounds: a Python number or None has nothing to check)
-    x = _compute(a)
+    x = a if a.dtype is _F32 or a.dtype is _F64 else _compute(a)  # (float16 in float32)
     if lo is not None:
         x = np.maximum(x, lo)
         if hi is not None and x.__class__ is np.ndarray:
@@ -879,3 +976,102 @@ _BOUND_CLASSES = frozenset({float, int, bool, type(None)})
 def _finish_like(x, a):
     """``x`` in ``a``'s dtype (no call where it already is)."""
     return x if x.dtype is a.dtype else x.astype(a.dtype, copy=False)
+
+
+# (the kernels below call NumPy's functions of the primitive's formulas where the primitive's fast
+# path, arrays of one float dtype or a float in it, would: binary's for add, sub, mul and div)
+def _plain_lerp(a, b, weight):
+    # the forward's common call: from the nearer end, so that weight 1 gives b exactly
+    if a.shape != b.shape:
+        return None
+    diff = np.subtract(b, a)
+    if abs(weight) < 0.5:
+        return np.add(a, np.multiply(diff, _scalar_array(weight, a.dtype)))
+    return np.subtract(b, np.multiply(diff, _scalar_array(1.0 - weight, a.dtype)))
+
+
+def _add_scaled(fn):
+    """addcmul's (``fn`` multiply) or addcdiv's (true_divide) kernel: a + value * fn(t1, t2), of one
+    shape."""
+
+    def run(a, t1, t2, value):
+        if not a.shape == t1.shape == t2.shape:
+            return None
+        scaled = fn(t1, t2)
+        if value != 1:
+            scaled = np.multiply(scaled, _scalar_array(float(value), a.dtype))
+        return np.add(a, scaled)
+
+    return run
+
+
+_LARGEST_FINITE = {d: float(np.finfo(d).max) for d in (_F32, _F64)}
+
+
+def _plain_prelu(x, weight):
+    # one weight, or one per channel of a matrix (the forward reshapes them for more dims: its path)
+    if weight.ndim <= 1 and (weight.size == 1 or x.ndim == 2 and weight.size == x.shape[1]):
+        return _PRELU(x, weight)
+    return None
+
+
+def _plain_nan_to_num(x, nan, posinf, neginf):
+    # the forward's one pass, for the default replacements: NaN to +0.0, the infinities to the largest
+    # finite values
+    if posinf is None and neginf is None and nan == 0 and math.copysign(1.0, nan) == 1.0:
+        return _NAN_TO_NUM(x, _LARGEST_FINITE[x.dtype])
+    return None
+
+
+_NAN_TO_NUM = plain_binary("nan_to_num")
+_CELU = plain_binary("celu")
+_PRELU = plain_binary("prelu")
+
+
+# ``plain_scalars``'s kernels: of the arrays (``where``: a bool mask and two floating arrays) and the op's
+# parameters after them, as Python floats (or their defaults)
+_PLAIN_SCALARS: dict[str, Callable[..., Any]] = {
+    "where": lambda condition, a, b: where(condition, a, b, _FLOAT_DTYPE_OF[a.dtype]),
+    "lerp": _plain_lerp,
+    "prelu": _plain_prelu,
+    "addcmul": _add_scaled(np.multiply),
+    "addcdiv": _add_scaled(BINARY_OPS["div"]),
+    "leaky_relu": _plain_leaky_relu,
+    "elu": _plain_elu,
+    "threshold": _plain_threshold,
+    "hardtanh": _plain_hardtanh,
+    "clamp": _plain_clamp,
+    "clamp_min": lambda x, lo: clamp(x, lo, None),
+    "clamp_max": lambda x, hi: clamp(x, None, hi),
+    "pow": _plain_pow,
+    "float_power": _plain_float_power,
+    "hardshrink": _with_parameter("hardshrink"),
+    "softshrink": _with_parameter("softshrink", lambda lambd: not lambd < 0),
+    "celu": _with_parameter("celu", lambda alpha: alpha != 0),
+    "nan_to_num": _plain_nan_to_num,
+}
+
+
+def plain_scalars(op: str) -> Callable[..., Any] | None:
+    """``plain_unary`` for an op of a tensor and Python float parameters (``leaky_relu(x, slope)``,
+    ``clamp(x, lo, hi)``): a kernel of the array and the parameters, None for an op without one. The
+    kernel returns None where the call takes the primitive's path after all (a parameter the forward
+    refuses or takes another way)."""
+    return _PLAIN_SCALARS.get(op)
+
+
+def _plain_equal(a, b):
+    # equal's: False for another shape; the host loop for small arrays it takes; else NumPy's comparison
+    if a.shape != b.shape:
+        return False
+    if _C is not None and a.size <= _HOST_MAX:
+        same = _C.host_equal(a, b)
+        if same is not None:
+            return same
+    return bool(np.equal(a, b).all())
+
+
+def plain_predicate(op: str) -> Callable[..., Any] | None:
+    """``plain_binary`` for an op whose result is a Python bool of two arrays of one dtype (``equal``),
+    which its lane returns as it is; None for an op without one."""
+    return _plain_equal if op == "equal" else None
