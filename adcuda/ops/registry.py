@@ -39,8 +39,8 @@ The declaration says everything the rest of adcuda needs:
   float; ``"binary_tensors"``: a tensor only; ``"product"``: two tensors, ``"add_product"``: three, addmm's
   kind with beta and alpha at their defaults), every other argument at its default (the ``"scalars"``
   kinds: or a Python float, passed on), computes exactly what the CPU backend's kernel for the op
-  computes (``plain_unary``, ``plain_binary``, ``plain_scalars``, ``plain_reduce``, ``plain_product``): the dispatch point
-  then computes the output with that kernel directly while no hook is attached (its fast lane,
+  computes (``plain_unary``, ``plain_binary``, ``plain_scalars``, ``plain_reduce``, ``plain_product``):
+  the dispatch point then computes the output with that kernel directly while no hook is attached (its fast lane,
   adcuda/ops/dispatch.py), and with the forward otherwise. An op that says nothing gets the kind of
   its namesake row of the unary table, if any (``_table_plain``); ``plain=False``: none.
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
