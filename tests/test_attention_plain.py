@@ -5,29 +5,11 @@ other call takes that path (checks, broadcasting, recording)."""
 
 import numpy as np
 import pytest
+from helpers import general_path
 
 import adcuda
 import adcuda.nn.functional as F
 from adcuda.errors import AdcudaError
-from adcuda.ops import dispatch
-
-
-class _Watch:
-    def __init__(self):
-        self.seen = []
-
-    def around_op(self, name, op, call, args, kwargs):
-        self.seen.append(name)
-        return call(*args, **kwargs)
-
-
-def _general(fn):
-    watch = _Watch()
-    dispatch.add_hook(watch)
-    try:
-        return fn(), watch.seen
-    finally:
-        dispatch.remove_hook(watch)
 
 
 @pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float64])
@@ -44,7 +26,7 @@ def test_the_plain_case_gives_what_the_general_path_gives(dtype):
         ((q.mT.contiguous().mT, k, k), {}),
     ):
         fast = F.scaled_dot_product_attention(*args, **kwargs)
-        general, seen = _general(lambda args=args, kwargs=kwargs: F.scaled_dot_product_attention(*args, **kwargs))
+        general, seen = general_path(lambda args=args, kwargs=kwargs: F.scaled_dot_product_attention(*args, **kwargs))
         assert seen and fast.dtype == general.dtype == dtype and fast.shape == general.shape
         np.testing.assert_array_equal(fast.numpy(), general.numpy(), strict=True)
 

@@ -5,30 +5,11 @@ parameter of another dtype or shape) still takes the path that checks, promotes 
 
 import numpy as np
 import pytest
+from helpers import general_path
 
 import adcuda
 import adcuda.nn.functional as F
 from adcuda.errors import AdcudaError
-from adcuda.ops import dispatch
-
-
-class _Watch:
-    def __init__(self):
-        self.seen = []
-
-    def around_op(self, name, op, call, args, kwargs):
-        self.seen.append(name)
-        return call(*args, **kwargs)
-
-
-def _general(fn):
-    watch = _Watch()
-    dispatch.add_hook(watch)
-    try:
-        return fn(), watch.seen
-    finally:
-        dispatch.remove_hook(watch)
-
 
 CALLS = {
     "layer_norm": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b),
@@ -50,7 +31,7 @@ def test_the_plain_case_gives_what_the_general_path_gives(name, dtype):
     w, b = (adcuda.tensor(rng.standard_normal(size), dtype=dtype) for _ in range(2))
     for args in ((x, w, b), (x, None, None), (x.transpose(0, 1).contiguous().transpose(0, 1), w, None)):
         fast = CALLS[name](*args)
-        general, seen = _general(lambda args=args: CALLS[name](*args))
+        general, seen = general_path(lambda args=args: CALLS[name](*args))
         assert seen  # the hook closed the plain case: the op's path ran
         assert fast.dtype == general.dtype == dtype and fast.shape == general.shape
         np.testing.assert_array_equal(fast.numpy(), general.numpy(), strict=True)
@@ -74,7 +55,7 @@ def test_a_call_that_takes_part_records(name):
 def test_other_dtypes_and_shapes_take_the_path():
     x = adcuda.ones(2, 4, 6)
     wide = adcuda.ones(6, dtype=adcuda.float64)  # a parameter of another dtype: the path's rule
-    assert F.layer_norm(x, (6,), wide).dtype == _general(lambda: F.layer_norm(x, (6,), wide))[0].dtype
+    assert F.layer_norm(x, (6,), wide).dtype == general_path(lambda: F.layer_norm(x, (6,), wide))[0].dtype
     with pytest.raises(AdcudaError, match="layer_norm"):
         F.layer_norm(x, (6,), adcuda.ones(5))
     with pytest.raises(AdcudaError, match="layer_norm"):
@@ -98,7 +79,7 @@ def test_batch_norm_updates_the_running_statistics_as_the_general_path(dtype):
         return out.numpy(), mean.numpy(), var.numpy(), mean._version.value, var._version.value
 
     fast = run()
-    general, _ = _general(run)
+    general, _ = general_path(run)
     for f, g in zip(fast[:3], general[:3]):
         np.testing.assert_array_equal(f, g, strict=True)
     assert fast[3:] == general[3:]

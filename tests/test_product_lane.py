@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from helpers import general_path
 
 import adcuda
 from adcuda.errors import AdcudaError
@@ -34,26 +35,6 @@ SHAPES = {
     "addbmm": [((3, 5), (2, 3, 4), (2, 4, 5)), ((5,), (2, 3, 4), (2, 4, 5))],
     "addr": [((3, 4), (3,), (4,)), ((4,), (3,), (4,))],
 }
-
-
-class _Watch:
-    """A hook that only passes op calls on: attached, it closes the lanes."""
-
-    def __init__(self):
-        self.seen = []
-
-    def around_op(self, name, op, call, args, kwargs):
-        self.seen.append(name)
-        return call(*args, **kwargs)
-
-
-def _general(fn):
-    watch = _Watch()
-    dispatch.add_hook(watch)
-    try:
-        return fn(), watch.seen
-    finally:
-        dispatch.remove_hook(watch)
 
 
 def _arrays(shapes, dtype):
@@ -91,7 +72,7 @@ def test_the_lane_gives_what_the_general_path_gives(name, dtype):
             with np.errstate(all="raise"), warnings.catch_warnings():
                 warnings.simplefilter("error")  # (inf in a product: quiet, as the path)
                 fast = fn(*tensors)
-            general, seen = _general(lambda tensors=tensors: fn(*tensors))
+            general, seen = general_path(lambda tensors=tensors: fn(*tensors))
             assert seen[0] == name  # (a composite: then the ops its forward calls)
             assert fast.dtype == general.dtype and fast.shape == general.shape
             np.testing.assert_array_equal(fast.numpy(), general.numpy(), strict=True)
@@ -138,7 +119,7 @@ def test_recording_ops_record_from_the_lane(name):
         return out.grad_fn.name(), [t.grad.numpy() for t in tensors]
 
     fast = grads()
-    general, _ = _general(grads)
+    general, _ = general_path(grads)
     assert fast[0] == general[0]
     for f, g in zip(fast[1], general[1]):
         np.testing.assert_array_equal(f, g, strict=True)
