@@ -6,11 +6,14 @@ from __future__ import annotations
 import math
 import numbers
 from typing import TYPE_CHECKING, TypeGuard
+from typing import cast as cast_type
 
 import numpy as np  # Python data turned into a host array for the backend
 
 from .. import _native
 from .. import dtypes as dt
+from ..backends import cpu as _cpu
+from ..backends.cpu.reduce import whole_extremes
 from ..backends.cuda_availability import device_count, require_cuda
 from ..device import CPU
 from ..errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
@@ -19,6 +22,7 @@ from ..tensor import Tensor, primitives, primitives_on, wrap_dim  # noqa: F401 (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ..backends.seam import CPUArray
     from ..types import Device, DType
 
 _new = object.__new__
@@ -302,6 +306,10 @@ def host_extremes(input: Tensor) -> tuple[float, float]:
     A small tensor is read to the host whole, in one read as well, and reduced there: NumPy's two
     reductions of a host array cost less than the backend's four calls (bincount, histc)."""
     P, x = primitives(input), input._data
+    if P is _cpu:  # the host module's one pass over both, where it takes the array
+        both = whole_extremes(cast_type("CPUArray", x))
+        if both is not None:
+            return both[0].item(), both[1].item()
     if x.size <= _HOST_EXTREMES_MAX:
         host = P.to_numpy(x)
         return np.minimum.reduce(host, axis=None).item(), np.maximum.reduce(host, axis=None).item()

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 def to_copy(input: Tensor, device: Device, dtype: DType | None, non_blocking: bool = False, name: str = "to") -> Tensor:
     # ``non_blocking``: a copy from pinned memory to a CUDA device is only queued on the stream
     src_bk = primitives(input)
-    if device == input._device:
+    if device is input._device or device == input._device:
         data = src_bk.astype(input._data, dtype)
     elif device is CPU:
         # a device backend's to_numpy is a fresh host array (pinned): it becomes the data as it is
@@ -114,6 +114,8 @@ def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
 
 @op("cpu", doc="input on the CPU.", composite=True, function=False)
 def cpu(input: Tensor) -> Tensor:
+    if input._device is CPU:
+        return input  # as in PyTorch: no copy
     return to_device_and_dtype(input, CPU, None, False, "cpu")
 
 
@@ -126,7 +128,10 @@ def cuda(input: Tensor, device: Device | str | int | None = None, non_blocking: 
 def _cast_op(name, dtype):
     @op(name, doc=f"input as {dtype}.", composite=True, function=False)
     def cast_to(input: Tensor) -> Tensor:
-        return to_device_and_dtype(input, None, dtype, False, name)
+        # (to_device_and_dtype's work, with nothing to resolve: the device stays, the dtype is one)
+        if input.dtype is dtype:
+            return input  # as in PyTorch: no copy
+        return to_copy(input, input._device, dtype, False, name)
 
     return cast_to
 
@@ -143,7 +148,10 @@ as_bool = _cast_op("bool", dt.bool_)
 
 @op("type_as", doc="input in other's dtype.", composite=True, function=False)
 def type_as(input: Tensor, other: Tensor) -> Tensor:
-    return to_device_and_dtype(input, None, other.dtype)
+    dtype = other.dtype
+    if input.dtype is dtype:
+        return input
+    return to_copy(input, input._device, dtype, False, "type_as")
 
 
 _TYPE_NAMES = {

@@ -254,23 +254,18 @@ _VIEW_BODY_SOURCE = """        try:
         except Exception as _error:
             _adapt(OP, _error, ({tensors}), ({values_tuple}))
         _out = {output}
-{view}        if grad_state.enabled:
-            _out._view_version = _vc.value if _vc is not None else 0
-            _mask = 0
-{checks}            if _mask:
-                (PLANS[_mask] or OP.plan(_mask)).record(_out, _result, {values})
-        return _out"""
+        if _out is {base}:
+            return _out
+        if _out.__class__ is NotAView:
+            return _out.tensor
+{link}"""
 
 # A view op's output shares its base's memory and version counter (its root base's: see
 # ``tensor.version_counter``) and knows how to rebuild itself from the root (``replay_view``: the entry
 # replayed with the same arguments, after the steps that made the base), so that an in-place write
 # through either can give the other a new history. Recorded views note the version they were made at,
 # to re-read their history when the base is later written in place.
-_VIEW_SOURCE = """        if _out is {base}:
-            return _out
-        if _out.__class__ is NotAView:
-            return _out.tensor
-        _root = {base}._base
+_VIEW_SOURCE = """        _root = {base}._base
         _vc = {base}._vc
         if _root is None:
             _out._base = {base}
@@ -286,7 +281,53 @@ _VIEW_SOURCE = """        if _out is {base}:
                 _out._view_fn = (None, entry, {replay}, {replay_keywords})
         if _vc is not None:
             _out._vc = _vc  # else version_counter(out) finds the root's once it has one
+        if grad_state.enabled:
+            _out._view_version = _vc.value if _vc is not None else 0
+            _mask = 0
+{checks}            if _mask:
+                (PLANS[_mask] or OP.plan(_mask)).record(_out, _result, {values})
+        return _out
 """
+
+# ----------------------------------------------------------------------------------------------
+# the view lane
+#
+# A view op may declare, as its ``view=``, the function that makes its output's array from a CPU
+# input's NumPy array and the op's other arguments (registry.py): the view's plain case. While no hook
+# is attached (``_plain``), a call on a CPU tensor runs that function first, wraps the array it gives
+# and links the view to its base as the path below does (``_VIEW_SOURCE``: base, rebuild function,
+# version counter, recording): what the forward computes, without its frames (the forward, its
+# helpers, ``primitives``, the backend's checks, ``wrap``: half of a small view's cost). The function
+# gives None, or raises, for anything but the plain case (a stride that allows no view, an argument of
+# another kind, an error), which then takes the path below; it gives the input's own array where the
+# op gives the input itself back. The array function of a view op is read as ``KERNEL`` (the name the
+# plain lanes read theirs by; an op has one or the other). A view needs no quiet NumPy error state
+# (see above), so the lane switches none.
+_VIEW_LANE_SOURCE = """        if _plain and {base}.__class__ is Tensor and {base}._device is _CPU:
+            _d0 = {base}._data
+            try:
+                _r = KERNEL(_d0{arguments})
+            except Exception:
+                _r = None  # the path below raises the op's named error
+            if _r is not None:
+                if _r is _d0:
+                    return {base}
+                _out = _result = _new(Tensor)
+                _out._data = _r
+                _out._device = _CPU
+{link}"""
+
+
+def _view_lane(op, values, link):
+    """The view lane's lines of a view op that declares its array function (``_VIEW_LANE_SOURCE``).
+    ``values``: the entry's names of the forward's parameters, in order (the base first); ``link``:
+    the lines that link a view to its base and record it (``_VIEW_SOURCE``)."""
+    if op.extra_outputs or op.plain is not None:
+        raise ValueError(f"op {op.name!r}: a view lane is for a view op of one output, with no plain lane")
+    return _VIEW_LANE_SOURCE.format(
+        base=values[0], arguments="".join(", " + name for name in values[1:]), link=_indented(link, 8)
+    )
+
 
 # The fast lane of an op declared with ``plain=family`` (registry.py): while no hook is
 # attached (``_plain``), a call whose tensor inputs (the first one to three parameters) are CPU tensors of
@@ -459,6 +500,22 @@ _CHECK_SOURCE = """if {x}.__class__ is Tensor:
         _mask |= {bit}
 elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
     _mask |= {bit}
+"""
+
+
+# The direct lane of an op declared with ``direct=fn`` (registry.py; one that records nothing itself):
+# while no hook is attached (``_plain``), the entry first calls ``fn`` with the forward's parameters by
+# position, and returns what it gives unless that is None. ``fn`` is the op's common case in one frame
+# (a factory's host array wrapped, a draw of the host module): the forward's keyword call, NumPy's error
+# state switch (``fn`` makes no call that can warn) and the forward's helper frames are most of a small
+# factory's cost. An error in it is the path's to raise, named: the call takes the path below.
+_DIRECT_SOURCE = """        if _plain:
+            try:
+                _r = KERNEL({arguments})
+            except Exception:
+                _r = None  # the path below raises the op's named error
+            if _r is not None:
+                return _r
 """
 
 
@@ -694,7 +751,7 @@ def _bare_names(*sources):
 # declaration is refused. The entry's own locals start with an underscore, as no PyTorch parameter does.
 _RESERVED = _bare_names(
     _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE,
-    _LANE_SOURCE, _LANE_VALUE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE,
+    _LANE_SOURCE, _LANE_VALUE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE, _VIEW_LANE_SOURCE,
 ) | {
     "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
 }  # fmt: skip
@@ -771,6 +828,8 @@ def _generated_entry(op):
     keywords = "{" + ", ".join(keywords + ([f"**{extra_keywords}"] if extra_keywords else [])) + "}"
     op.tensor_params = _tensor_params(op)
     lane, kernel = _lane(op, defaults, values) if op.plain is not None else ("", None)
+    if op.direct is not None:
+        lane, kernel = _DIRECT_SOURCE.format(arguments=", ".join(values)), op.direct
     if op.composite or not op.differentiable:
         source = _PLAIN_SOURCE.format(
             signature=", ".join(signature),
@@ -793,15 +852,23 @@ def _generated_entry(op):
         # the keyword-only ones (x.view(dtype=...), x.expand(..., implicit=True)) by name
         replay = rest[0][1:] if len(rest) == 1 and rest[0].startswith("*") else "(" + _tuple(rest) + ")"
         replay_keywords = keywords if len(call) > len(rest) + 1 else "_NO_KEYWORDS"
+        link = _VIEW_SOURCE.format(
+            base=base,
+            replay=replay,
+            replay_keywords=replay_keywords,
+            checks=_indented(checks, 12),
+            values=", ".join(values),
+        )
         body = _VIEW_BODY_SOURCE.format(
             call=", ".join(call),
             output="_result[0]" if op.extra_outputs else "_result",
-            view=_VIEW_SOURCE.format(base=base, replay=replay, replay_keywords=replay_keywords),
-            checks=_indented(checks, 12),
-            values=", ".join(values),
+            base=base,
+            link=link,
             tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
             values_tuple=_tuple(values),
         )
+        if callable(op.view):
+            lane, kernel = _view_lane(op, values, link), op.view
     else:
         body = _BODY_SOURCE.format(
             call=", ".join(call),

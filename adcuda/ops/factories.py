@@ -7,6 +7,7 @@ backend with that device current."""
 from __future__ import annotations
 
 import collections.abc
+import importlib
 import math
 import numbers
 from typing import TYPE_CHECKING
@@ -16,6 +17,10 @@ import numpy as np  # host-side parsing of user data only; computation goes thro
 from .. import _interop
 from .. import dtypes as dt
 from ..backends import backend_for
+from ..backends.float_errors import QUIET as _QUIET
+from ..backends.float_errors import current as _errstate
+from ..backends.float_errors import quiet as _quiet
+from ..backends.float_errors import restore as _restore
 from ..device import CPU, as_device
 from ..errors import DeviceError, DTypeError, InvalidArgumentError, ShapeError
 from ..tensor import Size, Tensor, primitives_on
@@ -55,6 +60,124 @@ def shape_arg(name, size):
 
 
 _SHAPE_SEQUENCES = (tuple, list, Size)
+
+
+# the tensor module (``adcuda.tensor`` is the factory function once the package is imported): its
+# primitive observer, read per call
+_tensor_module = importlib.import_module("..tensor", __package__)
+# adcuda dtype -> the NumPy dtype a host array of it has (CUDA-only dtypes have none)
+_HOST_DTYPES = {d: np.dtype(d.numpy) for d in dt.ALL if d.numpy is not None}
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def host_dtype(dtype, device, requires_grad):
+    """The NumPy dtype of a factory's result where it is a host array wrapped with nothing else to do
+    (``dtype`` an adcuda dtype or None for the default float, ``device`` None or the CPU device object,
+    nothing requiring grad, no observer of primitive calls: the profiler and graph capture see
+    ``new_tensor``'s primitives); else None, for ``new_tensor``'s general path (which also converts
+    and checks every other form of ``dtype`` and ``device``)."""
+    if requires_grad or _tensor_module._primitive_observer is not None or (device is not None and device is not CPU):
+        return None
+    if dtype is None:
+        dtype = dt.default_float
+    elif dtype.__class__ is not dt.dtype:
+        return None
+    return _HOST_DTYPES.get(dtype)
+
+
+def host_tensor(shape, value, dtype, device, requires_grad):
+    """A CPU tensor of ``shape`` holding ``value`` (None: not set) as the CPU backend's ``full`` and
+    ``empty`` make it, where ``host_dtype`` finds nothing else to do; else None (and where NumPy
+    cannot allocate it), for ``new_tensor``'s general path, which names the op in its errors. One
+    frame beside host_dtype's for the factories' common case (each helper frame cost a tenth of a small
+    factory's call)."""
+    d = host_dtype(dtype, device, requires_grad)
+    if d is None:
+        return None
+    try:
+        if value is None:
+            data = np.empty(shape, d)
+        elif value.__class__ is int and value == 0:  # calloc'd memory, as the backend's full makes zeros
+            data = np.zeros(shape, d)
+        else:
+            data = np.empty(shape, d)
+            data.fill(value)
+    except (MemoryError, ValueError):
+        return None
+    return wrapped(data)
+
+
+_new = object.__new__
+
+
+def primitive_observer():
+    """The observer of primitive calls now (the profiler's, graph capture's), or None."""
+    return _tensor_module._primitive_observer
+
+
+def wrapped(data):
+    """A CPU tensor over host array ``data`` (Tensor._make, inlined)."""
+    t = _new(Tensor)
+    t._data = data
+    t._device = CPU
+    return t
+
+
+def plain_shape(size):
+    """``size`` (a factory's ``*size``: ints, or one tuple, list or Size of them) as a tuple of plain
+    non-negative ints, or None for any other form (``shape_arg`` converts or refuses it, named)."""
+    if len(size) == 1 and size[0].__class__ in _SHAPE_SEQUENCES:
+        size = tuple(size[0])
+    for s in size:
+        if s.__class__ is not int or s < 0:
+            return None
+    return size
+
+
+# The factories' direct lanes (registry.py's ``direct=``): their common case, a CPU tensor made by
+# ``host_tensor``, in one frame called by position; None (any other form) takes the forward.
+def _filled_direct(value):
+    def direct(size, dtype=None, device=None, requires_grad=False, pin_memory=False):
+        shape = plain_shape(size)
+        if shape is None or pin_memory:
+            return None
+        return host_tensor(shape, value, dtype, device, requires_grad)
+
+    return direct
+
+
+def _new_filled_direct(value):
+    def direct(self, size, dtype=None, device=None, requires_grad=False):
+        shape = plain_shape(size)
+        if shape is None:
+            return None
+        return host_tensor(shape, value, dtype or self.dtype, device or self._device, requires_grad)
+
+    return direct
+
+
+def _like_direct(input, value, dtype, device, requires_grad):
+    data = input._data
+    if data.__class__ is not np.ndarray or not data.flags.c_contiguous:  # (laid out as input: the forward)
+        return None
+    return host_tensor(data.shape, value, dtype or input.dtype, device, requires_grad)
+
+
+def _filled_like_direct(value):
+    def direct(input, dtype=None, device=None, requires_grad=False):
+        return _like_direct(input, value, dtype, device, requires_grad)
+
+    return direct
+
+
+def _full_direct(shape, fill_value, dtype, device, requires_grad):
+    if shape is None or (fill_value.__class__ is not float and fill_value.__class__ is not int):
+        return None
+    if dtype is None:
+        dtype = dt.default_float if fill_value.__class__ is float else dt.int64
+    elif dtype.__class__ is not dt.dtype:
+        return None
+    return host_tensor(shape, scalar_into("full", fill_value, dtype), dtype, device, requires_grad)
 
 
 def new_tensor(name, data_fn, shape, dtype, device, requires_grad):
@@ -120,6 +243,29 @@ def _infer_dtype(obj):
     return result or dt.default_float
 
 
+_PYTHON_SCALARS, _NESTINGS = frozenset((bool, int, float)), frozenset((list, tuple))
+
+
+def _plain_data_dtype(data):
+    """``_infer_dtype`` of nested lists and tuples of Python bools, ints and floats only (their classes
+    found a list at a time, by C loops), or None for any other data (NumPy scalars, tensors, ...), which
+    the general walk reads."""
+    seen = set()
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        kinds = set(map(type, x))
+        if kinds <= _PYTHON_SCALARS:
+            seen |= kinds
+        elif kinds <= _NESTINGS:
+            stack.extend(x)
+        else:
+            return None
+    if float in seen or not seen:
+        return dt.default_float
+    return dt.int64 if int in seen else dt.bool_
+
+
 def _not_data(data):
     """PyTorch's error for data that is not numbers: text is a TypeError, any other object (a set, a
     generator, None) a RuntimeError, since it cannot infer a dtype from it."""
@@ -168,7 +314,29 @@ def _tensors_to_lists(data):
     return data
 
 
-@op("tensor", doc="A new tensor (a copy) from nested Python data, a NumPy array or another tensor.", method=False)
+def _listed_direct(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """tensor()'s common case: nested lists or tuples of Python numbers made a CPU tensor's own array
+    (under NumPy's quiet state, as the forward: a float past float32's range is inf); else None."""
+    if data.__class__ is not list and data.__class__ is not tuple or pin_memory:
+        return None
+    plain = _plain_data_dtype(data)
+    d = None if plain is None else host_dtype(dtype or plain, device, requires_grad)
+    if d is None:
+        return None
+    token = None if _errstate() is _QUIET else _quiet(_QUIET)
+    try:
+        return wrapped(np.array(data, d))
+    finally:
+        if token is not None:
+            _restore(token)
+
+
+@op(
+    "tensor",
+    doc="A new tensor (a copy) from nested Python data, a NumPy array or another tensor.",
+    method=False,
+    direct=_listed_direct,
+)
 def tensor(
     data: Any,
     dtype: DType | None = None,
@@ -182,6 +350,7 @@ def tensor(
         out = src.to(device if device is not None else src.device, dtype or src.dtype, copy=True)
         out = Tensor._make(out._data, out._device)
     else:
+        made = False  # whether arr was made here (so it need not be copied)
         if isinstance(data, np.ndarray):
             arr = data
             if dtype is None:
@@ -189,11 +358,12 @@ def tensor(
         else:
             if _is_other_sequence(data):
                 data = list(data)
-            if isinstance(data, (list, tuple)) and _holds_tensor(data):
+            plain = _plain_data_dtype(data) if data.__class__ is list or data.__class__ is tuple else None
+            if plain is None and isinstance(data, (list, tuple)) and _holds_tensor(data):
                 data = _tensors_to_lists(data)
             if dtype is None:
                 try:
-                    dtype = _infer_dtype(data)
+                    dtype = plain or _infer_dtype(data)
                 except DTypeError:
                     raise _not_data(data) from None
             try:
@@ -208,6 +378,12 @@ def tensor(
                 raise DTypeError(f"tensor: a value does not fit in {dtype} ({e})") from None
             if arr.dtype == object:
                 raise DTypeError("tensor: could not convert data made of non-numbers")
+            made = True
+        if made and not pin_memory and host_dtype(dtype, device, False) is arr.dtype:  # (from_numpy: arr itself)
+            out = wrapped(arr)
+            if requires_grad:
+                require_grad("tensor", out)
+            return out
         dev = as_device(device, "tensor")
         backend_for(dev, "tensor")
         bk = primitives_on(dev)
@@ -221,12 +397,25 @@ def tensor(
     return out
 
 
-@op("from_numpy", doc="A CPU tensor sharing the NumPy array's memory (no copy).", method=False)
+# the NumPy dtypes a tensor shares an array of (from_numpy)
+_SHAREABLE = frozenset(map(np.dtype, (np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64)))
+
+
+@op(
+    "from_numpy",
+    doc="A CPU tensor sharing the NumPy array's memory (no copy).",
+    method=False,
+    direct=lambda array: (
+        wrapped(array)
+        if array.__class__ is np.ndarray and array.dtype in _SHAREABLE and _tensor_module._primitive_observer is None
+        else None
+    ),
+)
 def from_numpy(array: ndarray) -> Tensor:
     if not isinstance(array, np.ndarray):
         raise DTypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
     dt.from_numpy_dtype(array.dtype, "from_numpy")
-    if array.dtype not in (np.bool_, np.int32, np.int64, np.float16, np.float32, np.float64):
+    if array.dtype not in _SHAREABLE:
         raise DTypeError(
             f"from_numpy: NumPy dtype {array.dtype} cannot be shared without a copy; use adcuda.tensor(array) instead"
         )
@@ -273,7 +462,7 @@ def from_dlpack(ext_tensor: Any, *, device: Device | str | None = None, copy: bo
 
 # ------------------------------------------------------------------------------------------------
 # filled
-@op("zeros", doc="A tensor of zeros.", method=False)
+@op("zeros", doc="A tensor of zeros.", method=False, direct=_filled_direct(0))
 def zeros(
     *size: int | Sequence[int],
     dtype: DType | None = None,
@@ -285,10 +474,13 @@ def zeros(
 
 def _constant(name, shape, value, dtype, device, requires_grad):
     """zeros' and ones' body: ``value`` (0 or 1, which every dtype holds) in ``shape``, a tuple of ints."""
+    made = host_tensor(shape, value, dtype, device, requires_grad)
+    if made is not None:
+        return made
     return new_tensor(name, lambda bk, d: bk.full(shape, value, d), shape, dtype, device, requires_grad)
 
 
-@op("ones", doc="A tensor of ones.", method=False)
+@op("ones", doc="A tensor of ones.", method=False, direct=_filled_direct(1))
 def ones(
     *size: int | Sequence[int],
     dtype: DType | None = None,
@@ -298,7 +490,7 @@ def ones(
     return _constant("ones", shape_arg("ones", size), 1, dtype, device, requires_grad)
 
 
-@op("empty", doc="A tensor whose values are not set.", method=False)
+@op("empty", doc="A tensor whose values are not set.", method=False, direct=_filled_direct(None))
 def empty(
     *size: int | Sequence[int],
     dtype: DType | None = None,
@@ -316,10 +508,20 @@ def empty(
 
 
 def _empty(name, shape, dtype, device, requires_grad):
+    made = host_tensor(shape, None, dtype, device, requires_grad)
+    if made is not None:
+        return made
     return new_tensor(name, lambda bk, d: bk.empty(shape, d), shape, dtype, device, requires_grad)
 
 
-@op("scalar_tensor", doc="A 0-d tensor holding s (float32 by default, whatever the kind of s).", method=False)
+@op(
+    "scalar_tensor",
+    doc="A 0-d tensor holding s (float32 by default, whatever the kind of s).",
+    method=False,
+    direct=lambda s, dtype=None, device=None, requires_grad=False: _full_direct(
+        (), s, dtype or dt.default_float, device, requires_grad
+    ),
+)
 def scalar_tensor(
     s: Number, *, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
@@ -331,10 +533,20 @@ def _full(name, shape, fill_value, dtype, device, requires_grad):
     if dtype is None:
         dtype = dt.default_for_category(dt.scalar_category(fill_value))
     fill_value = scalar_into(name, fill_value, dt.as_dtype(dtype, name))
+    made = host_tensor(shape, fill_value, dtype, device, requires_grad)
+    if made is not None:
+        return made
     return new_tensor(name, lambda bk, d: bk.full(shape, fill_value, d), shape, dtype, device, requires_grad)
 
 
-@op("full", doc="A tensor filled with fill_value (its dtype by default).", method=False)
+@op(
+    "full",
+    doc="A tensor filled with fill_value (its dtype by default).",
+    method=False,
+    direct=lambda size, fill_value, dtype=None, device=None, requires_grad=False: _full_direct(
+        plain_shape((size,)), fill_value, dtype, device, requires_grad
+    ),
+)
 def full(
     size: Sequence[int],
     fill_value: Number,
@@ -350,10 +562,25 @@ def _size_arg(name, size):
     return shape_arg(name, (size,) if not isinstance(size, (tuple, list)) else (tuple(size),))
 
 
-def _like(name, input, make, dtype, device, requires_grad):
-    """The ``*_like`` factories: ``make(backend, shape, dtype)`` in input's shape, laid out as input
-    is (PyTorch's preserve_format) where it stays on input's device."""
-    shape = tuple(input._data.shape)
+def _like(name, input, value, dtype, device, requires_grad):
+    """The ``*_like`` factories: ``value`` (a number, or None: not set) in input's shape, laid out as
+    input is (PyTorch's preserve_format) where it stays on input's device."""
+    data = input._data
+    shape = data.shape
+    if data.__class__ is np.ndarray and data.flags.c_contiguous:  # a row-major CPU tensor: laid out as made
+        made = host_tensor(shape, value, dtype or input.dtype, device, requires_grad)
+        if made is not None:
+            return made
+    if value is None:
+
+        def make(bk, s, d):
+            return bk.empty(s, d)
+
+    else:
+
+        def make(bk, s, d):
+            return bk.full(s, value, d)
+
     order = preserved_order(input) if device is None or as_device(device, name) == input._device else None
     return new_tensor(
         name,
@@ -365,28 +592,52 @@ def _like(name, input, make, dtype, device, requires_grad):
     )
 
 
-@op("zeros_like", doc="zeros of input's shape, dtype and device.", method=False)
+@op(
+    "zeros_like",
+    doc="zeros of input's shape, dtype and device.",
+    method=False,
+    direct=_filled_like_direct(0),
+)
 def zeros_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
-    return _like("zeros_like", input, lambda bk, s, d: bk.full(s, 0, d), dtype, device, requires_grad)
+    return _like("zeros_like", input, 0, dtype, device, requires_grad)
 
 
-@op("ones_like", doc="ones of input's shape, dtype and device.", method=False)
+@op(
+    "ones_like",
+    doc="ones of input's shape, dtype and device.",
+    method=False,
+    direct=_filled_like_direct(1),
+)
 def ones_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
-    return _like("ones_like", input, lambda bk, s, d: bk.full(s, 1, d), dtype, device, requires_grad)
+    return _like("ones_like", input, 1, dtype, device, requires_grad)
 
 
-@op("empty_like", doc="empty of input's shape, dtype and device.", method=False)
+@op(
+    "empty_like",
+    doc="empty of input's shape, dtype and device.",
+    method=False,
+    direct=_filled_like_direct(None),
+)
 def empty_like(
     input: Tensor, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
-    return _like("empty_like", input, lambda bk, s, d: bk.empty(s, d), dtype, device, requires_grad)
+    return _like("empty_like", input, None, dtype, device, requires_grad)
 
 
-@op("full_like", doc="full of input's shape, dtype and device.", method=False)
+@op(
+    "full_like",
+    doc="full of input's shape, dtype and device.",
+    method=False,
+    direct=lambda input, fill_value, dtype=None, device=None, requires_grad=False: (
+        _like_direct(input, fill_value, dtype, device, requires_grad)
+        if fill_value.__class__ is float or fill_value.__class__ is int
+        else None
+    ),
+)
 def full_like(
     input: Tensor,
     fill_value: Number,
@@ -394,12 +645,33 @@ def full_like(
     device: Device | str | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    return _like("full_like", input, lambda bk, s, d: bk.full(s, fill_value, d), dtype, device, requires_grad)
+    return _like("full_like", input, fill_value, dtype, device, requires_grad)
 
 
 # ------------------------------------------------------------------------------------------------
 # ranges
-@op("arange", doc="start, start + step, ... below end (int64 for ints, float32 if any bound is a float).", method=False)
+def _arange_direct(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if start.__class__ is not int or end.__class__ is not int or step.__class__ is not int or step == 0:
+        return None
+    # (the forward's count, ceil((end - start) / step), is exact below 2**53)
+    if (end - start) * step < 0 or not -_EXACT < start < _EXACT or not -_EXACT < end < _EXACT:
+        return None
+    if host_dtype(dt.int64 if dtype is None else dtype, device, requires_grad) is not _INT64:
+        return None
+    return wrapped(np.arange(start, end, step, dtype=_INT64))
+
+
+_INT64, _EXACT = np.dtype(np.int64), 2**52
+
+
+@op(
+    "arange",
+    doc="start, start + step, ... below end (int64 for ints, float32 if any bound is a float).",
+    method=False,
+    direct=_arange_direct,
+)
 def arange(
     start: Number,
     end: Number | None = None,
@@ -434,10 +706,53 @@ def arange(
 def _from_host(name, values, dtype, device, requires_grad):
     """A new tensor of host array ``values`` (made for it, so shared as it is on the CPU) in ``dtype``:
     tensor()'s work without its parsing of user data."""
+    d = host_dtype(dtype, device, requires_grad)
+    if d is not None:  # (the CPU backend's from_numpy: the array itself, or a copy in d)
+        return wrap(values if values.dtype is d else values.astype(d), CPU)
     return new_tensor(name, lambda bk, d: bk.from_numpy(values, d), values.shape, dtype, device, requires_grad)
 
 
-@op("linspace", doc="steps values evenly spaced from start to end (both included).", method=False)
+def _spaced_direct(start, end, steps, dtype, device, requires_grad, base=None):
+    """linspace's (``base`` None) or logspace's common case: Python numbers of magnitudes whose values,
+    powers and float32 casts cannot overflow (under NumPy's quiet state, as the forward runs: a cast may
+    underflow), ``steps`` a plain int, a CPU float32/float64 result; else None."""
+    if start.__class__ not in _NUMBERS or end.__class__ not in _NUMBERS or steps.__class__ is not int or steps < 0:
+        return None
+    if not (abs(start) < _SPACED_BOUND and abs(end) < _SPACED_BOUND):  # (NaN is not below it)
+        return None
+    if base is not None:
+        if base.__class__ not in _NUMBERS or not 0 < base < _SPACED_BOUND:
+            return None
+        scale = math.log10(base)
+        if max(start * scale, end * scale) >= _POWER_BOUND:
+            return None
+    d = host_dtype(dtype, device, requires_grad)
+    if d is not _F32 and d is not _F64:
+        return None
+    token = None if _errstate() is _QUIET else _quiet(_QUIET)
+    try:
+        if base is None:
+            values = _evenly_spaced(float(start), float(end), steps, d)
+        else:
+            values = np.power(float(base), _evenly_spaced(float(start), float(end), steps))
+        return wrapped(values if values.dtype is d else values.astype(d))
+    finally:
+        if token is not None:
+            _restore(token)
+
+
+_NUMBERS = (float, int)
+_SPACED_BOUND, _POWER_BOUND = 1e30, 30  # (float32 holds up to 3.4e38)
+
+
+@op(
+    "linspace",
+    doc="steps values evenly spaced from start to end (both included).",
+    method=False,
+    direct=lambda start, end, steps, dtype=None, device=None, requires_grad=False: _spaced_direct(
+        start, end, steps, dtype, device, requires_grad
+    ),
+)
 def linspace(
     start: Number,
     end: Number,
@@ -452,11 +767,21 @@ def linspace(
     return _from_host("linspace", values, dtype or dt.default_float, device, requires_grad)
 
 
-def _evenly_spaced(start, end, steps):
+_LISTED_STEPS = 64  # (up to which a list beats NumPy's four calls)
+
+
+def _evenly_spaced(start, end, steps, dtype=_F64):
     """``np.linspace(start, end, steps)`` (floats; float64), its formula without its layer of argument
-    handling (two thirds of a small linspace's cost): ``start + i * step``, the last value ``end``."""
-    values = np.arange(steps, dtype=np.float64)
+    handling (two thirds of a small linspace's cost): ``start + i * step``, the last value ``end``;
+    in NumPy dtype ``dtype`` (the float64 values rounded to it) where they are listed."""
     div, delta = steps - 1, end - start
+    if 0 < div < _LISTED_STEPS and delta / div != 0:
+        # the same float64 products and sums one by one in Python, for a fifth of NumPy's calls' cost
+        step = delta / div
+        listed = [i * step + start for i in range(div)]
+        listed.append(end)
+        return np.array(listed, dtype)
+    values = np.arange(steps, dtype=np.float64)
     if div > 0 and delta / div != 0:
         values *= delta / div
     else:  # one value, or a step too small to hold: NumPy scales by the whole distance
@@ -469,7 +794,17 @@ def _evenly_spaced(start, end, steps):
     return values
 
 
-@op("eye", doc="The n x m identity matrix.", method=False)
+def _eye_direct(n, m=None, dtype=None, device=None, requires_grad=False):
+    m = n if m is None else m
+    if n.__class__ is not int or m.__class__ is not int or n < 0 or m < 0:
+        return None
+    out = host_tensor((n, m), 0, dtype, device, requires_grad)
+    if out is not None and n and m:
+        out._data.reshape(-1)[: min(n, m) * m : m + 1] = 1  # the diagonal, np.eye's ones
+    return out
+
+
+@op("eye", doc="The n x m identity matrix.", method=False, direct=_eye_direct)
 def eye(
     n: int,
     m: int | None = None,
@@ -485,7 +820,12 @@ def eye(
 
 # ------------------------------------------------------------------------------------------------
 # new_*: tensors with this tensor's dtype and device unless told otherwise
-@op("new_zeros", doc="zeros of size, with self's dtype and device by default.", function=False)
+@op(
+    "new_zeros",
+    doc="zeros of size, with self's dtype and device by default.",
+    function=False,
+    direct=_new_filled_direct(0),
+)
 def new_zeros(
     self: Tensor,
     *size: int | Sequence[int],
@@ -497,7 +837,12 @@ def new_zeros(
     return _constant("new_zeros", shape, 0, dtype or self.dtype, device or self._device, requires_grad)
 
 
-@op("new_ones", doc="ones of size, with self's dtype and device by default.", function=False)
+@op(
+    "new_ones",
+    doc="ones of size, with self's dtype and device by default.",
+    function=False,
+    direct=_new_filled_direct(1),
+)
 def new_ones(
     self: Tensor,
     *size: int | Sequence[int],
@@ -509,7 +854,12 @@ def new_ones(
     return _constant("new_ones", shape, 1, dtype or self.dtype, device or self._device, requires_grad)
 
 
-@op("new_empty", doc="An unset tensor of size, with self's dtype and device by default.", function=False)
+@op(
+    "new_empty",
+    doc="An unset tensor of size, with self's dtype and device by default.",
+    function=False,
+    direct=_new_filled_direct(None),
+)
 def new_empty(
     self: Tensor,
     *size: int | Sequence[int],
@@ -521,7 +871,14 @@ def new_empty(
     return _empty("new_empty", shape, dtype or self.dtype, device or self._device, requires_grad)
 
 
-@op("new_full", doc="A tensor of size filled with fill_value, with self's dtype and device by default.", function=False)
+@op(
+    "new_full",
+    doc="A tensor of size filled with fill_value, with self's dtype and device by default.",
+    function=False,
+    direct=lambda self, size, fill_value, dtype=None, device=None, requires_grad=False: _full_direct(
+        plain_shape((size,)), fill_value, dtype or self.dtype, device or self._device, requires_grad
+    ),
+)
 def new_full(
     self: Tensor,
     size: Sequence[int],
@@ -534,7 +891,14 @@ def new_full(
     return _full("new_full", shape, fill_value, dtype or self.dtype, device or self._device, requires_grad)
 
 
-@op("new_tensor", doc="A copy of data, with self's dtype and device by default.", function=False)
+@op(
+    "new_tensor",
+    doc="A copy of data, with self's dtype and device by default.",
+    function=False,
+    direct=lambda self, data, dtype=None, device=None, requires_grad=False: _listed_direct(
+        data, dtype or self.dtype, device or self._device, requires_grad
+    ),
+)
 def new_tensor_copy(
     self: Tensor, data: Any, dtype: DType | None = None, device: Device | str | None = None, requires_grad: bool = False
 ) -> Tensor:
@@ -578,7 +942,19 @@ def _all_ints(args):
     return True
 
 
-@op("new", doc="PyTorch's legacy self.new(sizes or data): a tensor of self's dtype and device.", function=False)
+def _legacy_new_direct(self, args, device=None):
+    for a in args:  # sizes (one tuple or list is data: the forward's)
+        if a.__class__ is not int or a < 0:
+            return None
+    return host_tensor(args if args else (0,), None, self.dtype, device or self._device, False)
+
+
+@op(
+    "new",
+    doc="PyTorch's legacy self.new(sizes or data): a tensor of self's dtype and device.",
+    function=False,
+    direct=_legacy_new_direct,
+)
 def legacy_new(self: Tensor, *args: Any, device: Device | str | None = None) -> Tensor:
     return legacy_construct("new", self.dtype, args, device or self._device)
 
@@ -625,7 +1001,14 @@ LEGACY_TYPES = (FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, IntTensor
 
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's factories (issue 15)
-@op("logspace", doc="steps values base ** linspace(start, end, steps).", method=False)
+@op(
+    "logspace",
+    doc="steps values base ** linspace(start, end, steps).",
+    method=False,
+    direct=lambda start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False: _spaced_direct(
+        start, end, steps, dtype, device, requires_grad, base
+    ),
+)
 def logspace(
     start: Number,
     end: Number,

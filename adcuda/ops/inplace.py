@@ -6,22 +6,35 @@ against; while recording, the tensor's history moves to the written value."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import needs_grad, requires_grad
+from ..device import CPU
 from ..errors import DTypeError, ShapeError, fmt_shape
-from ..tensor import Tensor
+from ..tensor import Tensor, version_counter
+from . import dispatch
 from .common import filled, scalar_into
 from .mutation import check_inplace_allowed, commit_inplace, write_untracked
 from .registry import lowering, op
 
 if TYPE_CHECKING:
+    from ..backends.seam import CPUArray
     from ..types import Number
+
+
+def _untracked(t):
+    """Whether a write into ``t`` has nothing to record and nothing that could refuse it (what
+    ``check_inplace_allowed`` and the recording test would find): not a view, no history, no
+    requires_grad, and no dim that repeats an element (stride 0). Then the write goes straight to
+    ``write_untracked``."""
+    return t._base is None and not t._requires_grad and t._grad_fn is None and 0 not in t._data.strides
 
 
 def _fill(self, value, name, checked=False):
     """``checked``: value is a number every dtype takes as it is (zero_'s 0)."""
+    if value.__class__ is not Tensor and _untracked(self):
+        return write_untracked(self, scalar_into(name, value, self.dtype), name)
     check_inplace_allowed(self, name)
     if not checked:
         if isinstance(value, Tensor):
@@ -38,17 +51,74 @@ def _fill(self, value, name, checked=False):
     return write_untracked(self, value, name)
 
 
-@op("fill_", doc="Every element set to value, in place.", composite=True, function=False)
+# The methods Tensor.zero_, fill_ and copy_: while no hook is attached (the dispatch point's lanes are
+# open: ``dispatch._plain``), a write into an untracked, writable CPU tensor of a value that needs no
+# conversion NumPy could warn about is made at once and the version counter bumped, as the op would;
+# everything else, and every call a hook may watch (a profiler sees the op), is the op's.
+def _writable_at_once(t):
+    """``t``'s array where the methods below may write it at once, else None."""
+    if dispatch._plain and t.__class__ is Tensor and t._device is CPU and _untracked(t):
+        data = cast("CPUArray", t._data)
+        if data.flags.writeable:  # (a read-only array: the op names the error)
+            return data
+    return None
+
+
+def _zero_method(self: Tensor) -> Tensor:
+    data = _writable_at_once(self)
+    if data is None:
+        return zero_(self)
+    data.fill(0)
+    version_counter(self).value += 1
+    return self
+
+
+def _fill_method(self: Tensor, value: Tensor | Number) -> Tensor:
+    data = _writable_at_once(self) if value.__class__ in _NUMBERS else None
+    if data is None:
+        return fill_(self, value)
+    # (a value that does not fit raises, named; one that fits converts without a NumPy warning)
+    data.fill(scalar_into("fill_", value, self.dtype))
+    version_counter(self).value += 1
+    return self
+
+
+_NUMBERS = (int, float, bool)
+
+
+def _copy_method(
+    self: Tensor, src: Tensor | None = None, non_blocking: bool = False, *, other: Tensor | None = None
+) -> Tensor:
+    data = _writable_at_once(self) if other is None and isinstance(src, Tensor) else None
+    if data is None or src is None:
+        return copy_(self, src, non_blocking, other=other)
+    source = src._data
+    if src._device is not CPU or source.dtype != data.dtype or source.shape != data.shape or requires_grad(src):
+        return copy_(self, src, non_blocking)
+    data[...] = source  # (NumPy copies through a buffer where the two overlap)
+    version_counter(self).value += 1
+    return self
+
+
+@op("fill_", doc="Every element set to value, in place.", composite=True, function=False, method=_fill_method)
 def fill_(self: Tensor, value: Tensor | Number) -> Tensor:
     return _fill(self, value, "fill_")
 
 
-@op("zero_", doc="Every element set to 0, in place.", composite=True, function=False)
+@op("zero_", doc="Every element set to 0, in place.", composite=True, function=False, method=_zero_method)
 def zero_(self: Tensor) -> Tensor:
+    if _untracked(self):
+        return write_untracked(self, 0, "zero_")
     return _fill(self, 0, "zero_", checked=True)
 
 
-@op("copy_", doc="src's values (broadcast, converted) written into this tensor.", composite=True, function=False)
+@op(
+    "copy_",
+    doc="src's values (broadcast, converted) written into this tensor.",
+    composite=True,
+    function=False,
+    method=_copy_method,
+)
 def copy_(
     self: Tensor, src: Tensor | None = None, non_blocking: bool = False, *, other: Tensor | None = None
 ) -> Tensor:
@@ -56,6 +126,15 @@ def copy_(
     if (src is None) == (other is None):
         raise DTypeError("copy_: expected exactly one of src and other")
     src = other if src is None else src
+    if (
+        src.__class__ is Tensor
+        and src._device is self._device
+        and src._data.dtype == self._data.dtype
+        and src._data.shape == self._data.shape
+        and _untracked(self)
+        and not requires_grad(src)
+    ):
+        return write_untracked(self, src._data, "copy_")  # nothing to convert, broadcast or record
     check_inplace_allowed(self, "copy_")
     if not isinstance(src, Tensor):
         raise DTypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")

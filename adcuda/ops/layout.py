@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
+from ..backends import cpu as _cpu
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
 from .common import (
@@ -76,6 +77,184 @@ def _infer_shape(name: str, shape: Any, numel: int) -> tuple[int, ...]:
 
 
 # ------------------------------------------------------------------------------------------------
+# the views' plain cases: each view op below declares (``view=``) the function that makes its output's
+# array from a CPU input's NumPy array and its other arguments, which the dispatch point's view lane
+# runs while no hook is attached (dispatch.py, ``_VIEW_LANE_SOURCE``). Each gives exactly the array
+# the forward's primitive would (the same NumPy call, over the CPU backend), None where it is not
+# sure to (a stride that allows no view, an argument other than plain ints, anything an error may
+# come of: the forward then runs and names it), or the input array itself where the op gives its
+# input back.
+def _plain_sizes(sizes):
+    """``sizes`` (one sequence, or the sizes themselves) where they are plain ints of which NumPy
+    reads -1 as PyTorch does (NumPy infers any negative size), else None."""
+    if len(sizes) == 1 and sizes[0].__class__ in _SEQUENCES:
+        sizes = sizes[0]
+    for n in sizes:
+        if n.__class__ is not int or n < -1:  # (a bool is no plain int either)
+            return None
+    return sizes
+
+
+def _reshaped_array(a, shape):
+    """A row-major array seen with ``shape`` (a plain one, or None), which NumPy checks: the layout
+    primitive's view (``storage.view``)."""
+    if shape is None or not a.flags.c_contiguous:
+        return None
+    return a.reshape(shape)
+
+
+def _plain_dim(d, ndim):
+    """``d`` wrapped into ``range(ndim)``, or None where it is no plain int in range (or ``ndim`` is 0,
+    whose dims 0 and -1 name the tensor itself)."""
+    if d.__class__ is not int or not -ndim <= d < ndim:
+        return None
+    return d + ndim if d < 0 else d
+
+
+def _view_array(a, size):
+    return _reshaped_array(a, _plain_sizes(size))
+
+
+def _view_as_array(a, other):
+    return _reshaped_array(a, other._data.shape)
+
+
+def _flatten_array(a, start_dim, end_dim):
+    shape = a.shape
+    if start_dim.__class__ is int and start_dim == 0 and end_dim.__class__ is int and end_dim == -1 and len(shape) != 1:
+        return a.reshape(a.size) if a.flags.c_contiguous else None  # (a 0-d one too: its shape is (1,))
+    s, e = _plain_dim(start_dim, len(shape)), _plain_dim(end_dim, len(shape))
+    if s is None or e is None or s > e:
+        return None
+    if s == e:
+        return a
+    n = 1
+    for size in shape[s : e + 1]:
+        n *= size
+    return _reshaped_array(a, shape[:s] + (n,) + shape[e + 1 :])
+
+
+def _unflatten_array(a, dim, sizes):
+    shape = a.shape
+    d = _plain_dim(dim, len(shape))
+    if d is None or sizes.__class__ not in _SEQUENCES:
+        return None
+    n = 1
+    for size in sizes:
+        if size.__class__ is not int or size < 0:  # (-1 is inferred within dim d: the forward's)
+            return None
+        n *= size
+    if n != shape[d]:
+        return None
+    return _reshaped_array(a, shape[:d] + tuple(sizes) + shape[d + 1 :])
+
+
+def _squeeze_array(a, dim):
+    shape = a.shape
+    if not dim:
+        squeezed = _SQUEEZED.get(shape)
+        if squeezed is None:
+            squeezed = tuple([n for n in shape if n != 1])
+            if len(_SQUEEZED) < _SHAPES_KEPT:
+                _SQUEEZED[shape] = squeezed
+        return _reshaped_array(a, squeezed)
+    if len(dim) != 1:
+        return None
+    d = _plain_dim(dim[0], len(shape))
+    if d is None:
+        return None
+    return _reshaped_array(a, shape[:d] + shape[d + 1 :] if shape[d] == 1 else shape)
+
+
+# the shapes a program squeezes and unsqueezes are few: each result shape is worked out once
+_SQUEEZED: dict[tuple[int, ...], tuple[int, ...]] = {}  # shape -> its size-1 dims removed
+_UNSQUEEZED: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}  # (shape, dim) -> a 1 inserted at dim
+_SHAPES_KEPT = 256
+
+
+def _unsqueeze_array(a, dim):
+    shape = a.shape
+    key = (shape, dim)
+    unsqueezed = _UNSQUEEZED.get(key) if dim.__class__ is int else None
+    if unsqueezed is None:
+        d = _plain_dim(dim, len(shape) + 1)
+        if d is None:
+            return None
+        unsqueezed = shape[:d] + (1,) + shape[d:]
+        if len(_UNSQUEEZED) < _SHAPES_KEPT:
+            _UNSQUEEZED[key] = unsqueezed
+    return a.reshape(unsqueezed) if a.flags.c_contiguous else None
+
+
+def _ravel_array(a):
+    return a.reshape(a.size) if a.flags.c_contiguous else None
+
+
+def _permute_array(a, dims):
+    if len(dims) == 1 and dims[0].__class__ in _SEQUENCES:
+        dims = dims[0]
+    if dims.__class__ is list:
+        dims = tuple(dims)
+    try:
+        if len(dims) != a.ndim or dims not in _SMALL_PERMUTATIONS:
+            return None
+    except TypeError:  # an unhashable item
+        return None
+    for d in dims:
+        if d.__class__ is not int:  # (a bool equals an int)
+            return None
+    return a.transpose(dims)
+
+
+def _transpose_array(a, dim0, dim1):
+    ndim = a.ndim
+    if _plain_dim(dim0, ndim) is None or _plain_dim(dim1, ndim) is None:
+        return None
+    return a.swapaxes(dim0, dim1)  # the view transpose's swapped order gives
+
+
+def _t_array(a):
+    ndim = a.ndim
+    return a.transpose() if ndim <= 2 else None
+
+
+def _T_array(a):  # noqa: N802 (T's)
+    return a.transpose()
+
+
+def _mT_array(a):  # noqa: N802 (mT's)
+    return a.swapaxes(-2, -1) if a.ndim >= 2 else None
+
+
+def _movedim_array(a, source, destination):
+    ndim = a.ndim
+    s, d = _plain_dim(source, ndim), _plain_dim(destination, ndim)
+    if s is None or d is None:
+        return None
+    order = [i for i in range(ndim) if i != s]
+    order.insert(d, s)
+    return a.transpose(order)
+
+
+def _expand_array(a, size, implicit):
+    target = _expanded_shape(a.shape, size)
+    return a if target == a.shape else _cpu.expand(a, target)
+
+
+def _expand_as_array(a, other):
+    return _expand_array(a, other._data.shape, False)
+
+
+def _broadcast_to_array(a, size):
+    return _expand_array(a, size, False)
+
+
+def _as_strided_array(a, size, stride, storage_offset):
+    offset = _cpu.storage_offset(a) if storage_offset is None else storage_offset
+    return _cpu.as_strided(a, tuple(size), tuple(stride), offset)
+
+
+# ------------------------------------------------------------------------------------------------
 # views
 def _reshape_fused_grad(grad, input_shape):
     """``grad.reshape(input_shape)`` for plain backward, with the primitives alone (a view where the
@@ -98,7 +277,7 @@ _RESHAPE_FUSED = {"input": _reshape_fused_grad}
 @op(
     "view",
     doc="The same data seen with another shape (one dim may be -1); fails where strides forbid.",
-    view=True,
+    view=_view_array,
     node="ViewBackward0",
     grads=_RESHAPE_GRADS,
     fused=_RESHAPE_FUSED,
@@ -123,7 +302,7 @@ def _view_forward(input, size):
 @op(
     "reshape",
     doc="input with another shape: a view where the strides allow one, else a copy.",
-    view=True,
+    view=_view_array,
     node="ViewBackward0",
     grads=_RESHAPE_GRADS,
     fused=_RESHAPE_FUSED,
@@ -144,7 +323,7 @@ def _viewed(input, shape):
 @op(
     "view_as",
     doc="view(other.shape).",
-    view=True,
+    view=_view_as_array,
     function=False,
     node="ViewBackward0",
     grads=_RESHAPE_GRADS,
@@ -157,7 +336,7 @@ def view_as(input: Tensor, other: Tensor) -> Tensor:
 @op(
     "reshape_as",
     doc="reshape(other.shape).",
-    view=True,
+    view=_view_as_array,
     function=False,
     node="ViewBackward0",
     grads=_RESHAPE_GRADS,
@@ -170,7 +349,7 @@ def reshape_as(input: Tensor, other: Tensor) -> Tensor:
 @op(
     "flatten",
     doc="Dims start_dim..end_dim merged into one.",
-    view=True,
+    view=_flatten_array,
     node="ViewBackward0",
     grads=_RESHAPE_GRADS,
     fused=_RESHAPE_FUSED,
@@ -195,7 +374,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 @op(
     "unflatten",
     doc="Dim dim split into sizes.",
-    view=True,
+    view=_unflatten_array,
     node="ViewBackward0",
     grads=_RESHAPE_GRADS,
     fused=_RESHAPE_FUSED,
@@ -210,7 +389,7 @@ def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
 @op(
     "squeeze",
     doc="Dims of size 1 removed (all, or those of dim).",
-    view=True,
+    view=_squeeze_array,
     node="SqueezeBackward0",
     grads=_RESHAPE_GRADS,
     fused=_RESHAPE_FUSED,
@@ -228,7 +407,7 @@ def squeeze(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
 @op(
     "unsqueeze",
     doc="A dim of size 1 inserted at dim.",
-    view=True,
+    view=_unsqueeze_array,
     node="UnsqueezeBackward0",
     grads=_RESHAPE_GRADS,
     fused=_RESHAPE_FUSED,
@@ -242,7 +421,7 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 @op(
     "ravel",
     doc="input flattened to 1-d (a view where the strides allow).",
-    view=True,
+    view=_ravel_array,
     node="ViewBackward0",
     grads=_RESHAPE_GRADS,
     fused=_RESHAPE_FUSED,
@@ -312,7 +491,7 @@ def _permute_fused_grad(grad, input_shape, dims):
 @op(
     "permute",
     doc="The dims reordered (a view).",
-    view=True,
+    view=_permute_array,
     node="PermuteBackward0",
     grads={"input": _permute_grad},
     fused={"input": _permute_fused_grad},
@@ -345,7 +524,7 @@ def _swapped(ndim, dim0, dim1, name):
 @op(
     "transpose",
     doc="Dims dim0 and dim1 swapped (a view).",
-    view=True,
+    view=_transpose_array,
     aliases=("swapdims",),
     node="TransposeBackward0",
     grads={"input": lambda grad, dim0, dim1: transpose(grad, dim0, dim1)},
@@ -358,7 +537,7 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
 @op(
     "swapaxes",
     doc="transpose, with NumPy's names for the two dims.",
-    view=True,
+    view=_transpose_array,
     node="TransposeBackward0",
     grads={"input": lambda grad, axis0, axis1: swapaxes(grad, axis0, axis1)},
     fused={"input": lambda grad, axis0, axis1: swapaxes.op.forward(grad, axis0, axis1)},
@@ -373,7 +552,7 @@ _REVERSED_ORDERS = tuple(tuple(reversed(range(n))) for n in range(17))  # T's or
 @op(
     "t",
     doc="The transpose of a matrix (vectors and scalars as they are).",
-    view=True,
+    view=_t_array,
     node="TBackward0",
     grads={"input": lambda grad: t(grad)},
     fused={"input": lambda grad: t.op.forward(grad)},
@@ -388,7 +567,7 @@ def t(input: Tensor) -> Tensor:
 @op(
     "T",
     doc="All dims reversed.",
-    view=True,
+    view=_T_array,
     function=False,
     as_property=True,
     node="PermuteBackward0",
@@ -403,7 +582,7 @@ def T(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
 @op(
     "mT",
     doc="The last two dims swapped (batches of matrices).",
-    view=True,
+    view=_mT_array,
     function=False,
     as_property=True,
     node="TransposeBackward0",
@@ -423,7 +602,7 @@ def mT(input: Tensor) -> Tensor:  # noqa: N802 (PyTorch's name)
 @op(
     "movedim",
     doc="Dims source moved to positions destination.",
-    view=True,
+    view=_movedim_array,
     aliases=("moveaxis",),
     node="PermuteBackward0",
     grads={"input": lambda grad, source, destination: movedim(grad, destination, source)},
@@ -452,10 +631,9 @@ def movedim(input: Tensor, source: int | Sequence[int], destination: int | Seque
     return _permuted(input, tuple(order))
 
 
-def _expanded_shape(input, sizes):
+def _expanded_shape(in_shape, sizes):
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
-    in_shape = input._data.shape
     try:  # the shapes a program expands are few: each pair is checked once
         return _EXPANDED[in_shape, sizes]
     except (KeyError, TypeError):  # (TypeError: an unhashable size, which the checks below name)
@@ -501,13 +679,13 @@ _EXPAND_GRADS = {"input": lambda grad, input_shape: sum_to_shape(grad, input_sha
 @op(
     "expand",
     doc="Size-1 dims repeated (a view with stride 0; -1 keeps a size).",
-    view=True,
+    view=_expand_array,
     node="ExpandBackward0",
     grads=_EXPAND_GRADS,
 )
 def expand(input: Tensor, *size: int | Sequence[int], implicit: bool = False) -> Tensor:
     # implicit marks, for PyTorch's tracer, an expand that broadcasting made: the same view here
-    return _expanded(input, _expanded_shape(input, size))
+    return _expanded(input, _expanded_shape(input._data.shape, size))
 
 
 def _expanded(input, target):
@@ -517,14 +695,21 @@ def _expanded(input, target):
     return wrap(primitives(input).expand(input._data, target), input._device)
 
 
-@op("expand_as", doc="expand(other.shape).", view=True, function=False, node="ExpandBackward0", grads=_EXPAND_GRADS)
+@op(
+    "expand_as",
+    doc="expand(other.shape).",
+    view=_expand_as_array,
+    function=False,
+    node="ExpandBackward0",
+    grads=_EXPAND_GRADS,
+)
 def expand_as(input: Tensor, other: Tensor) -> Tensor:
-    return _expanded(input, _expanded_shape(input, other._data.shape))
+    return _expanded(input, _expanded_shape(input._data.shape, other._data.shape))
 
 
-@op("broadcast_to", doc="expand to size.", view=True, node="ExpandBackward0", grads=_EXPAND_GRADS)
+@op("broadcast_to", doc="expand to size.", view=_broadcast_to_array, node="ExpandBackward0", grads=_EXPAND_GRADS)
 def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
-    return _expanded(input, _expanded_shape(input, size))
+    return _expanded(input, _expanded_shape(input._data.shape, size))
 
 
 _BROADCAST: dict[tuple[tuple[int, ...], ...], tuple[int, ...]] = {}  # the input shapes -> their broadcast
@@ -619,6 +804,7 @@ def _slices(input, d, bounds):
     pieces = []
     start = bounds[0]
     for stop in bounds[1:]:  # (a plain loop: a generator and max() per piece cost half a slice_key)
+        # (no trailing Ellipsis: compiled programs match the pieces' gradient writes by these keys)
         pieces.append(slice_key(input, lead + (slice(start, stop if stop > start else start),)))
         start = stop
     return tuple(pieces)
@@ -1094,10 +1280,14 @@ def _other_dims_summed(grad, input_shape, dim):
     return (grad.sum(others) if others else grad).reshape(input_shape)
 
 
+def _expand_along_array(a, dim, shape):
+    return _cpu.expand(_view_or_copy(_cpu, a, _unit_except(len(shape), dim, shape[dim])), tuple(shape))
+
+
 @op(
     "expand_along",
     doc="A 0- or 1-d input laid along dim of a grid of shape, repeated over its other dims (a view).",
-    view=True,
+    view=_expand_along_array,
     function=False,
     method=False,
     node="ExpandBackward0",
@@ -1862,7 +2052,7 @@ def _as_strided_grad(grad, input, size, stride, storage_offset):
 @op(
     "as_strided",
     doc="A view of input's memory with the given sizes, strides (in elements) and storage offset.",
-    view=True,
+    view=_as_strided_array,
     node="AsStridedBackward0",
     grads={"input": _as_strided_grad},
 )

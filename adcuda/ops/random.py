@@ -6,28 +6,35 @@ seed and the sequence of draws, never on the device or its launch configuration.
 
 from __future__ import annotations
 
+import importlib
 import math
 import warnings
 from typing import TYPE_CHECKING
+
+import numpy as np  # the direct lanes' host arrays (their flags and dtypes)
 
 from .. import dtypes as dt
 from ..autograd.grad_mode import state as grad_state
 from ..autograd.graph import needs_grad, requires_grad
 from ..backends import cpu as _cpu
 from ..backends.cpu import random as _cpu_random
+from ..backends.float_errors import QUIET as _QUIET
+from ..backends.float_errors import current as _errstate
+from ..backends.float_errors import quiet as _quiet
+from ..backends.float_errors import restore as _restore
 from ..device import CPU
 from ..errors import DTypeError, ShapeError
 from ..random import default_generator
-from ..tensor import primitives, primitives_on, version_counter
+from ..tensor import Tensor, primitives, primitives_on, version_counter
 from .common import broadcast_shapes, cast, check_float, check_tensor, dense, has_shape, wrap
 from .conversion import to_device_and_dtype
 from .elementwise import binary, unary
-from .factories import new_tensor, shape_arg
+from .factories import host_dtype, new_tensor, plain_shape, shape_arg, wrapped
 from .mutation import apply_inplace, check_inplace_allowed, commit_inplace, write_untracked
 from .registry import op
 
 if TYPE_CHECKING:
-    from ..types import Any, Device, DType, Generator, Sequence, Tensor
+    from ..types import Any, Device, DType, Generator, Sequence
 
 
 def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
@@ -41,6 +48,254 @@ def _draw(name, prim, shape, dtype, device, requires_grad, generator, *args):
         return getattr(bk, prim)(*args, shape, d, seed, offset)
 
     return new_tensor(name, draw, shape, dtype, device, requires_grad)
+
+
+# the CPU backend's draws by name, and the fewest elements new_tensor checks the size of (under it, no
+# size can be refused)
+_CPU_DRAWS = {"rand": _cpu_random.rand, "randn": _cpu_random.randn, "randint": _cpu_random.randint}
+_HOST_DRAW_MAX = 1 << 40
+
+
+# The direct lanes (registry.py's ``direct=``) of the draws: their CPU case in one frame, the host
+# module's draw wrapped (or its fill written into the tensor); None, before anything is drawn, for any
+# other call, which takes the forward.
+def _host_draw(prim, shape, dtype, device, requires_grad, generator, *args):
+    """A CPU tensor of ``prim``'s draw of ``shape`` (a tuple of ints, or None: not one), or None."""
+    if shape is None or host_dtype(dtype, device, requires_grad) is None:
+        return None
+    n = 1
+    for s in shape:
+        n *= s
+    if n >= _HOST_DRAW_MAX:
+        return None
+    seed, offset = (generator or default_generator).next_offset(n)
+    return wrapped(_CPU_DRAWS[prim](*args, shape, dtype or dt.default_float, seed, offset))
+
+
+def _host_floats(kind, shape, dtype, device, requires_grad, generator):
+    """rand's (``kind`` HOST_UNIFORM) or randn's (HOST_NORMAL) draw of ``shape`` (a tuple of ints, or
+    None: not one) as a float32/float64 CPU tensor: the host fill (the values host_random_uniform and
+    host_random_normal give, the generator's offset reserved in the same call), or None."""
+    d = host_dtype(dtype, device, requires_grad)
+    if shape is None or d is not _F32 and d is not _F64 or _HOST_FILL_FROM is None:
+        return None
+    n = 1
+    for s in shape:
+        n *= s
+    if n >= _HOST_DRAW_MAX or _random_module._draw_observer is not None:
+        return None
+    out = np.empty(shape, d)
+    return wrapped(out) if _HOST_FILL_FROM(out, kind, 1.0, 0.0, generator or default_generator) else None
+
+
+def _floating_direct(kind):
+    def direct(size, generator=None, dtype=None, device=None, requires_grad=False):
+        return _host_floats(kind, plain_shape(size), dtype, device, requires_grad, generator)
+
+    return direct
+
+
+def _floating_like_direct(kind):
+    def direct(input, dtype=None, device=None, requires_grad=False, generator=None):
+        if input._data.__class__ is not np.ndarray:
+            return None
+        return _host_floats(kind, input._data.shape, dtype or input.dtype, device, requires_grad, generator)
+
+    return direct
+
+
+def _randint_direct(low=0, high=None, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    if size.__class__ is not tuple and size.__class__ is not list or high.__class__ is not int:
+        return None  # (randint(high, size) and every other form: the forward's)
+    if low.__class__ is not int or not low < high:
+        return None
+    return _host_draw("randint", plain_shape((size,)), dtype or dt.int64, device, requires_grad, generator, low, high)
+
+
+def _randint_like_direct(input, low=0, high=None, generator=None, dtype=None, device=None, requires_grad=False):
+    if high is None:
+        low, high = 0, low
+    if low.__class__ is not int or high.__class__ is not int or not low < high:
+        return None
+    if input._data.__class__ is not np.ndarray:
+        return None
+    d = dtype or input.dtype
+    return _host_draw("randint", input._data.shape, d, device, requires_grad, generator, low, high)
+
+
+def _target(self, floating=True):
+    """The host array of ``self`` where an in-place draw may write it directly: a CPU tensor (float32 or
+    float64 where ``floating``), contiguous, writeable, with no history nor grad to ask for (so nothing
+    to check nor record: the forward's ``check_inplace_allowed`` and ``_overwrite``), while nothing
+    observes primitive calls; else None."""
+    data = self._data
+    if (
+        data.__class__ is not np.ndarray
+        or floating
+        and data.dtype is not _F32
+        and data.dtype is not _F64
+        or self._requires_grad
+        or self._grad_fn is not None
+        or self._base is not None
+        or _tensor_module._primitive_observer is not None
+    ):
+        return None
+    flags = data.flags
+    return data if flags.c_contiguous and flags.writeable else None
+
+
+def _written(self):
+    """``self`` after a direct lane wrote its memory: its version bumped, as ``write_untracked`` does."""
+    version_counter(self).value += 1
+    return self
+
+
+def _filled_in_place(self, kind, scale, shift, generator):
+    """``self`` overwritten by the host module's fill, as ``_drawn_in_place`` writes it, where
+    ``_target`` finds it may be and nothing observes draws (graph capture); else None. (``_target``'s
+    tests and ``_host_filled``'s call, inlined: each frame was a tenth of a small draw's cost.)"""
+    data = self._data
+    if (
+        _HOST_FILL_FROM is None
+        or data.__class__ is not np.ndarray
+        or data.dtype is not _F32
+        and data.dtype is not _F64
+        or self._requires_grad
+        or self._grad_fn is not None
+        or self._base is not None
+        or _tensor_module._primitive_observer is not None
+        or _random_module._draw_observer is not None
+    ):
+        return None
+    flags = data.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return None
+    if not _HOST_FILL_FROM(data, kind, scale, shift, generator or default_generator):
+        return None  # (another thread holds the generator's lock: the forward waits for it)
+    vc = self._vc
+    (vc if vc is not None else version_counter(self)).value += 1
+    return self
+
+
+def _host_filled(out, kind, scale, shift, generator):
+    """``out`` (a float32/float64 host array) filled by the host module with kind's draws of its size
+    times ``scale`` plus ``shift``: rand's or randn's draw, as the forwards take it (the generator's next
+    offset), and the primitives' arithmetic on it, rounded as theirs (a scale of 1, a shift of 0
+    skipped)."""
+    gen = generator or default_generator
+    # (the generator's offset taken in the fill's own call, where no one observes draws: graph capture)
+    if (
+        _HOST_FILL_FROM is None
+        or _random_module._draw_observer is not None
+        or not _HOST_FILL_FROM(out, kind, scale, shift, gen)
+    ):
+        seed, offset = gen.next_offset(out.size)
+        _HOST_FILL(out, kind, scale, shift, seed, offset)
+    return out
+
+
+# The other in-place draws' direct lanes: the host module's draw (negated, shifted or scaled as the
+# forward's first steps are: exact or rounded alike) and the rest of the forward's arithmetic with the
+# same NumPy loops the primitives run, written into self's memory.
+def _exponential_direct(self, lambd=1.0, generator=None):
+    data = _target(self) if _HOST_FILL is not None and lambd.__class__ in _NUMBERS and lambd > 0 else None
+    if data is None:
+        return None
+    _host_filled(data, _cpu_random.HOST_UNIFORM, -1.0, 0.0, generator)  # -u: u * -1.0, exact
+    np.log1p(data, out=data)
+    np.divide(data, data.dtype.type(-lambd), out=data)
+    return _written(self)
+
+
+def _geometric_direct(self, p, generator=None):
+    data = _target(self) if _HOST_TRIALS is not None and p.__class__ in _NUMBERS and 0 < p < 1 else None
+    if data is None:
+        return None
+    # (in float64 on the CPU, whatever self's dtype)
+    u = _host_filled(np.empty(data.shape, _F64), _cpu_random.HOST_UNIFORM, -1.0, 0.0, generator)
+    np.log1p(u, out=u)
+    _HOST_TRIALS(data, u, math.log1p(-p))  # (the exact rest: division, ceil, max and the cast)
+    return _written(self)
+
+
+def _located_target(self, location, scale):
+    """``_target(self)`` for a draw of a location and a positive scale given as Python numbers (the
+    host fill at hand); else None."""
+    numbers = location.__class__ in _NUMBERS and scale.__class__ in _NUMBERS
+    return _target(self) if _HOST_FILL is not None and numbers and scale > 0 else None
+
+
+def _cauchy_direct(self, median=0.0, sigma=1.0, generator=None):
+    data = _located_target(self, median, sigma)
+    if data is None:
+        return None
+    u = _host_filled(np.empty_like(data), _cpu_random.HOST_UNIFORM, 1.0, -0.5, generator)  # u - 0.5
+    np.multiply(u, u.dtype.type(math.pi), out=u)
+    ratio = np.sin(u)
+    np.cos(u, out=u)
+    np.divide(ratio, u, out=data if sigma == 1 and median == 0 else ratio)
+    if sigma != 1:
+        np.multiply(ratio, ratio.dtype.type(sigma), out=ratio if median != 0 else data)
+    if median != 0:
+        np.add(ratio, ratio.dtype.type(median), out=data)
+    return _written(self)
+
+
+def _log_normal_direct(self, mean=1.0, std=2.0, generator=None):
+    data = _located_target(self, mean, std)
+    if data is None:
+        return None
+    _host_filled(data, _cpu_random.HOST_NORMAL, std, mean, generator)
+    token = None if _errstate() is _QUIET else _quiet(_QUIET)  # (exp overflows to inf, silently)
+    try:
+        np.exp(data, out=data)
+    finally:
+        if token is not None:
+            _restore(token)
+    return _written(self)
+
+
+def _random_direct(self, from_=0, to=None, generator=None, kwargs=None):
+    if kwargs or from_.__class__ is not int or to.__class__ is not int or not from_ < to:
+        return None  # (the one-argument and unbounded forms: the forward's)
+    data = _target(self, floating=False)
+    if data is None:
+        return None
+    seed, offset = (generator or default_generator).next_offset(data.size)
+    data[...] = _cpu_random.randint(from_, to, data.shape, dt.int64, seed, offset)
+    return _written(self)
+
+
+_HOST_FILL, _HOST_FILL_FROM = _cpu_random.HOST_FILL, _cpu_random.HOST_FILL_FROM
+# the host module's other helpers of the lanes (None without it, or in a build that predates them: then
+# the forwards)
+_HOST_TRIALS = getattr(_cpu_random._NATIVE, "host_trials", None)
+_UNIT_INTERVAL = getattr(_cpu_random._NATIVE, "host_unit_interval", None)
+_BELOW_EACH = getattr(_cpu_random._NATIVE, "host_random_below_each", None)
+# the modules whose hooks the lanes read per call (``adcuda.tensor`` and ``adcuda.random`` are the
+# package's functions once it is imported): the primitive observer, the draw observer
+_tensor_module = importlib.import_module("..tensor", __package__)
+_random_module = importlib.import_module("..random", __package__)
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_NUMBERS = (float, int)
+
+
+def _normal_direct(self, mean=0.0, std=1.0, generator=None):
+    if mean.__class__ not in _NUMBERS or std.__class__ not in _NUMBERS or std < 0:
+        return None
+    return _filled_in_place(self, _cpu_random.HOST_NORMAL, std, mean, generator)
+
+
+def _uniform_direct(self, from_=0.0, to=1.0, generator=None, kwargs=None):
+    if kwargs or from_.__class__ not in _NUMBERS or to.__class__ not in _NUMBERS or from_ > to:
+        return None
+    return _filled_in_place(self, _cpu_random.HOST_UNIFORM, to - from_, from_, generator)
+
+
+def _bernoulli_in_place_direct(self, p=0.5, generator=None):
+    if p.__class__ not in _NUMBERS or not 0 <= p <= 1:
+        return None
+    return _filled_in_place(self, _cpu_random.HOST_BELOW, p, 0.0, generator)
 
 
 def _sample(prim, shape, dtype, device, generator, *args):
@@ -71,7 +326,7 @@ def _draw_floating(name, prim, shape, dtype, device, requires_grad, generator):
     return _draw(name, prim, shape, dtype, device, requires_grad, generator)
 
 
-@op("rand", doc="Uniform samples from [0, 1).", method=False)
+@op("rand", doc="Uniform samples from [0, 1).", method=False, direct=_floating_direct(_cpu_random.HOST_UNIFORM))
 def rand(
     *size: int | Sequence[int],
     generator: Generator | None = None,
@@ -82,7 +337,7 @@ def rand(
     return _draw_floating("rand", "rand", shape_arg("rand", size), dtype, device, requires_grad, generator)
 
 
-@op("randn", doc="Standard normal samples.", method=False)
+@op("randn", doc="Standard normal samples.", method=False, direct=_floating_direct(_cpu_random.HOST_NORMAL))
 def randn(
     *size: int | Sequence[int],
     generator: Generator | None = None,
@@ -93,7 +348,7 @@ def randn(
     return _draw_floating("randn", "randn", shape_arg("randn", size), dtype, device, requires_grad, generator)
 
 
-@op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False)
+@op("randint", doc="Uniform integers from [low, high) (int64 by default).", method=False, direct=_randint_direct)
 def randint(
     low: int = 0,
     high: int | None = None,
@@ -119,7 +374,12 @@ def _randint(name, low, high, shape, dtype, device, requires_grad, generator):
     return _draw(name, "randint", shape, dtype, device, requires_grad, generator, low, high)
 
 
-@op("rand_like", doc="rand of input's shape, dtype and device.", method=False)
+@op(
+    "rand_like",
+    doc="rand of input's shape, dtype and device.",
+    method=False,
+    direct=_floating_like_direct(_cpu_random.HOST_UNIFORM),
+)
 def rand_like(
     input: Tensor,
     dtype: DType | None = None,
@@ -134,7 +394,12 @@ def rand_like(
     )
 
 
-@op("randn_like", doc="randn of input's shape, dtype and device.", method=False)
+@op(
+    "randn_like",
+    doc="randn of input's shape, dtype and device.",
+    method=False,
+    direct=_floating_like_direct(_cpu_random.HOST_NORMAL),
+)
 def randn_like(
     input: Tensor,
     dtype: DType | None = None,
@@ -149,7 +414,21 @@ def randn_like(
     )
 
 
-@op("randperm", doc="A random permutation of 0..n-1.", method=False)
+def _randperm_direct(n, generator=None, dtype=None, device=None):
+    if n.__class__ is not int or not 0 <= n < _HOST_DRAW_MAX or dtype is not None and dtype is not dt.int64:
+        return None
+    if host_dtype(dt.int64, device, False) is None:
+        return None
+    keys = np.empty(n, _F64)  # the forward's keys (rand's float64 draw) and their stable order
+    if _HOST_FILL_FROM is None or _random_module._draw_observer is not None:
+        seed, offset = (generator or default_generator).next_offset(n)
+        keys = _cpu_random.rand((n,), dt.float64, seed, offset)
+    elif not _HOST_FILL_FROM(keys, _cpu_random.HOST_UNIFORM, 1.0, 0.0, generator or default_generator):
+        return None
+    return wrapped(_cpu.sort(keys, 0, False, True)[1])
+
+
+@op("randperm", doc="A random permutation of 0..n-1.", method=False, direct=_randperm_direct)
 def randperm(
     n: int, generator: Generator | None = None, dtype: DType | None = None, device: Device | str | None = None
 ) -> Tensor:
@@ -394,7 +673,13 @@ def _affine(value, scale, shift):
     return value if data is value._data else wrap(data, value._device)
 
 
-@op("uniform_", doc="Every element replaced by a draw from U(from, to), in place.", composite=True, function=False)
+@op(
+    "uniform_",
+    doc="Every element replaced by a draw from U(from, to), in place.",
+    composite=True,
+    function=False,
+    direct=_uniform_direct,
+)
 def uniform_(
     self: Tensor, from_: float = 0.0, to: float = 1.0, *, generator: Generator | None = None, **kwargs: Any
 ) -> Tensor:
@@ -414,7 +699,13 @@ def uniform_(
     )
 
 
-@op("normal_", doc="Every element replaced by a draw from N(mean, std**2), in place.", composite=True, function=False)
+@op(
+    "normal_",
+    doc="Every element replaced by a draw from N(mean, std**2), in place.",
+    composite=True,
+    function=False,
+    direct=_normal_direct,
+)
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Generator | None = None) -> Tensor:
     if std < 0:
         raise ValueError(f"normal_: expects std >= 0.0, got std={std}")
@@ -509,11 +800,50 @@ def multinomial(
 
 # ------------------------------------------------------------------------------------------------
 # More of PyTorch's random names (issue 15), drawn with the primitives above
+def _normal_direct_tensors(mean=0.0, std=1.0, size=None, generator=None, dtype=None, device=None, requires_grad=False):
+    """normal(mean, std) of two CPU float32/float64 tensors of one shape and dtype, neither taking part in
+    autograd: randn's draw (the host fill), ``mean + noise * std`` with the forward's NumPy loops (under
+    the quiet state: inf * 0 is NaN, silently); else None."""
+    if size is not None or dtype is not None or device is not None or requires_grad:
+        return None
+    if mean.__class__ is not Tensor or std.__class__ is not Tensor or _HOST_FILL_FROM is None:
+        return None
+    m, s = mean._data, std._data
+    if (
+        m.__class__ is not np.ndarray
+        or s.__class__ is not np.ndarray
+        or m.dtype is not s.dtype
+        or m.dtype is not _F32
+        and m.dtype is not _F64
+        or m.shape != s.shape
+        or mean._requires_grad
+        or std._requires_grad
+        or mean._grad_fn is not None
+        or std._grad_fn is not None
+        or _tensor_module._primitive_observer is not None
+        or _random_module._draw_observer is not None
+        or np.less(s, 0).any()  # (the forward's error: nothing drawn)
+    ):
+        return None
+    noise = np.empty(m.shape, m.dtype)
+    if not _HOST_FILL_FROM(noise, _cpu_random.HOST_NORMAL, 1.0, 0.0, generator or default_generator):
+        return None
+    token = None if _errstate() is _QUIET else _quiet(_QUIET)
+    try:
+        np.multiply(noise, s, out=noise)
+        np.add(m, noise, out=noise)
+    finally:
+        if token is not None:
+            _restore(token)
+    return wrapped(noise)
+
+
 @op(
     "normal",
     doc="Samples of N(mean, std**2): mean and std tensors (broadcast) or numbers with a size.",
     composite=True,
     method=False,
+    direct=_normal_direct_tensors,
 )
 def normal(
     mean: Tensor | float = 0.0,
@@ -554,7 +884,29 @@ def _any(mask):
     return bool(wrap(primitives(mask).reduce("any", mask._data, None, False), mask._device).item())
 
 
-@op("bernoulli", doc="1 with probability input (or p), else 0, in input's dtype.", composite=True)
+def _bernoulli_direct(input, p=None, generator=None):
+    data = input._data
+    if (
+        _BELOW_EACH is None
+        or p is not None
+        or data.__class__ is not np.ndarray
+        or data.dtype is not _F32
+        and data.dtype is not _F64
+        or not data.flags.c_contiguous
+        or _tensor_module._primitive_observer is not None
+        or not _UNIT_INTERVAL(data)  # (else the forward's error, before anything is drawn)
+    ):
+        return None
+    seed, offset = (generator or default_generator).next_offset(data.size)
+    return wrapped(_BELOW_EACH(data, seed, offset))
+
+
+@op(
+    "bernoulli",
+    doc="1 with probability input (or p), else 0, in input's dtype.",
+    composite=True,
+    direct=_bernoulli_direct,
+)
 def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | None = None) -> Tensor:
     check_float("bernoulli", "input", input)
     probabilities = input if p is None else p  # (the forward helpers record nothing)
@@ -593,6 +945,7 @@ def _check_probability(name, p):
     doc="Every element replaced by 1 with probability p (a number or tensor), else 0, in place.",
     composite=True,
     function=False,
+    direct=_bernoulli_in_place_direct,
 )
 def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | None = None) -> Tensor:
     _check_probability("bernoulli_", p)
@@ -613,7 +966,13 @@ def bernoulli_(self: Tensor, p: Tensor | float = 0.5, *, generator: Generator | 
     )
 
 
-@op("exponential_", doc="Every element replaced by a draw from Exp(lambd), in place.", composite=True, function=False)
+@op(
+    "exponential_",
+    doc="Every element replaced by a draw from Exp(lambd), in place.",
+    composite=True,
+    function=False,
+    direct=_exponential_direct,
+)
 def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | None = None) -> Tensor:
     if lambd <= 0:
         raise ValueError(f"exponential_: expects lambda > 0.0, got lambd={lambd}")
@@ -626,7 +985,12 @@ def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Generator | Non
     return _fill_with(self, draw, "exponential_")
 
 
-@op("randint_like", doc="randint of input's shape, dtype and device: randint_like(input, [low,] high).", method=False)
+@op(
+    "randint_like",
+    doc="randint of input's shape, dtype and device: randint_like(input, [low,] high).",
+    method=False,
+    direct=_randint_like_direct,
+)
 def randint_like(
     input: Tensor,
     low: int = 0,
@@ -728,6 +1092,31 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     return _alpha_dropout("feature_alpha_dropout", input, p, training, inplace, True)
 
 
+def _rrelu_direct(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """rrelu's training case where nothing records: the slopes drawn by the host fill (U(lower, upper):
+    rand's values times ``upper - lower`` plus ``lower``, rounded as the forward's ``_affine_data``),
+    then the forward's ``where(x >= 0, x, x * slopes)`` with the same NumPy loops."""
+    x = input._data
+    if (
+        training is not True
+        or _HOST_FILL is None
+        or lower.__class__ not in _NUMBERS
+        or upper.__class__ not in _NUMBERS
+        or not 0 <= lower <= upper
+        or x.__class__ is not np.ndarray
+        or x.dtype is not _F32
+        and x.dtype is not _F64
+        or input._requires_grad
+        or input._grad_fn is not None
+        or _tensor_module._primitive_observer is not None
+    ):
+        return None
+    out = _host_filled(np.empty(x.shape, x.dtype), _cpu_random.HOST_UNIFORM, upper - lower, lower, generator)
+    np.multiply(x, out, out=out)
+    np.copyto(out, x, where=x >= 0)
+    return wrapped(out)
+
+
 @op(
     "rrelu",
     doc="leaky_relu with a random slope from U(lower, upper) per element while training, their mean otherwise.",
@@ -736,6 +1125,7 @@ def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     method=False,
     inplace=True,
     functional="inplace",
+    direct=_rrelu_direct,
 )
 def rrelu(
     input: Tensor,
@@ -778,6 +1168,7 @@ _MANTISSA_BITS = {dt.float16: 11, dt.float32: 24, dt.float64: 53}
     doc="Every element replaced by an integer drawn uniformly from [from, to - 1], in place.",
     composite=True,
     function=False,
+    direct=_random_direct,
 )
 def random_(
     self: Tensor, from_: int = 0, to: int | None = None, *, generator: Generator | None = None, **kwargs: Any
@@ -807,6 +1198,7 @@ def random_(
     doc="Every element replaced by exp of a draw from N(mean, std**2), in place.",
     composite=True,
     function=False,
+    direct=_log_normal_direct,
 )
 def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Generator | None = None) -> Tensor:
     if std <= 0:
@@ -826,6 +1218,7 @@ def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator:
     doc="Every element replaced by the number of Bernoulli(p) trials to the first success, in place.",
     composite=True,
     function=False,
+    direct=_geometric_direct,
 )
 def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) -> Tensor:
     if not 0 < p < 1:
@@ -845,6 +1238,7 @@ def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) ->
     doc="Every element replaced by a draw from the Cauchy distribution (median, sigma), in place.",
     composite=True,
     function=False,
+    direct=_cauchy_direct,
 )
 def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Generator | None = None) -> Tensor:
     if sigma <= 0:

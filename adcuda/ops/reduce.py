@@ -14,6 +14,16 @@ from typing import TYPE_CHECKING, overload
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..backends import cpu as _cpu
+from ..backends.cpu.reduce import (
+    count_nonzero_all,
+    host_renorm,
+    whole_extremes,
+    whole_nansum,
+    whole_norm2,
+    whole_var_mean,
+)
+from ..backends.cpu.sort import count_slots
 from ..errors import DTypeError, EmptyReductionError, ShapeError, UnsupportedDTypeError, UnsupportedError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import cast, filled, host_extremes, wrap, wrap_dim
@@ -23,6 +33,7 @@ from .elementwise import exp, maximum, minimum, ne, sign, where
 from .registry import lowering, op
 
 if TYPE_CHECKING:
+    from ..backends.seam import CPUArray
     from ..types import DType, Number, Sequence
 
 # what max(dim) and min(dim) return: (values, indices), named like PyTorch's return types
@@ -259,14 +270,29 @@ def amin(input: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False) ->
 lowering("reduce", "amin", onnx="ReduceMin", c=("INFINITY", "(({v} != {v} || {v} < {acc}) ? {v} : {acc})", None))
 
 
+def _host(t: Tensor) -> CPUArray:
+    """A CPU tensor's array, for the CPU backend's host paths (the caller checked ``primitives(t) is _cpu``)."""
+    return typing.cast("CPUArray", t._data)
+
+
+def _may_record(t):
+    """Whether ``t`` may take part in a graph (then ``needs_grad`` decides): a tensor with none of the
+    marks of one skips grad mode's thread-local read."""
+    return t._requires_grad or t._grad_fn is not None or t._base is not None
+
+
 def _max_min(name, input, dim, keepdim):
-    if isinstance(dim, Tensor):  # max(a, b) is PyTorch's elementwise maximum
-        return (maximum if name == "max" else minimum)(input, dim)
     if dim is None:
-        if needs_grad(input):
+        if _may_record(input) and needs_grad(input):
             return (amax if name == "max" else amin)(input)
+        if primitives(input) is _cpu:  # the host module's one pass, where it takes the array
+            both = whole_extremes(_host(input))
+            if both is not None:
+                return wrap(both[name == "max"], input._device)
         # amax's own forward, without a second entry: nothing to record
         return _extreme("amax" if name == "max" else "amin", input, (), False)
+    if isinstance(dim, Tensor):  # max(a, b) is PyTorch's elementwise maximum
+        return (maximum if name == "max" else minimum)(input, dim)
     axis = wrap_dim(dim, input.ndim, name)
     _check_nonempty(name, input, (axis,) if input.ndim else ())
     result = max_result if name == "max" else min_result
@@ -449,8 +475,10 @@ def std(
 
 
 def _std_forward(input, dim, unbiased, keepdim, correction):
-    bk = primitives(input)
-    wide = _accumulation_dtype(input.dtype) if input.dtype.is_floating_point else input.dtype
+    bk, dtype = primitives(input), input.dtype
+    if dtype is dt.float32 or dtype is dt.float64:  # (the commonest: nothing to widen)
+        return bk.unary("sqrt", _var_forward("std", input, dim, unbiased, keepdim, correction))
+    wide = _accumulation_dtype(dtype) if dtype.is_floating_point else dtype
     # the root before narrowing half types: the variance of [300, -300] is past float16's range, its root is not
     root = bk.unary("sqrt", _var_forward("std", cast(input, wide), dim, unbiased, keepdim, correction))
     return root if wide is input.dtype else bk.astype(root, input.dtype)
@@ -467,9 +495,30 @@ def var_mean(
 ) -> tuple[Tensor, Tensor]:
     if needs_grad(input):
         return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    if dim is None and not keepdim:
+        both = _whole_spread_and_mean("var", input, unbiased, correction)
+        if both is not None:
+            return both
     # both forwards without their entries: nothing to record
     spread = _var_forward("var", input, dim, unbiased, keepdim, correction)
-    return wrap(spread, input._device), _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
+    return wrap(spread, input._device), _mean_of(input, dim, keepdim)
+
+
+def _whole_spread_and_mean(name, input, unbiased, correction):
+    """var_mean's ("var") or std_mean's ("std") pair over every dim for a CPU tensor that records nothing,
+    by the host module's one call where it takes the array (None elsewhere): the values of the forwards'
+    primitives."""
+    if primitives(input) is not _cpu:
+        return None
+    both = whole_var_mean(_host(input), _correction(name, unbiased, correction), name == "std")
+    return None if both is None else (wrap(both[0], input._device), wrap(both[1], input._device))
+
+
+def _mean_of(input, dim, keepdim):
+    """mean's forward for var_mean and std_mean, whose forwards checked the dtype (dim None: the
+    primitive's every dim, its cheapest)."""
+    axes = None if dim is None else reduce_axes("mean", input.ndim, dim)
+    return wrap(primitives(input).reduce("mean", input._data, axes, keepdim), input._device)
 
 
 @op("std_mean", doc="(std, mean) over dim.", composite=True)
@@ -483,8 +532,12 @@ def std_mean(
 ) -> tuple[Tensor, Tensor]:
     if needs_grad(input):
         return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+    if dim is None and not keepdim:
+        both = _whole_spread_and_mean("std", input, unbiased, correction)
+        if both is not None:
+            return both
     spread = _std_forward(input, dim, unbiased, keepdim, correction)  # (no entries: nothing to record)
-    return wrap(spread, input._device), _reduce("mean", input, reduce_axes("mean", input.ndim, dim), keepdim)
+    return wrap(spread, input._device), _mean_of(input, dim, keepdim)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -545,7 +598,7 @@ def pnorm(input: Tensor, p: float, dim: int | Sequence[int] | None, keepdim: boo
 
 def _pnorm_forward(input, p, dim, keepdim):
     bk = primitives(input)
-    axes = reduce_axes("norm", input.ndim, dim)
+    axes = None if dim is None else reduce_axes("norm", input.ndim, dim)  # None: the primitive's every dim
     # the powers and their sum in float32 for half types, as PyTorch accumulates: 300 ** 2 is past
     # float16's range while the norm of four of them is 600
     d = _accumulation_dtype(input.dtype)
@@ -581,12 +634,16 @@ def norm(
         p = 2
     if isinstance(p, str) or not isinstance(p, (int, float)):
         raise ValueError(f"norm: p must be a number or 'fro', got {p!r}")
-    if p == float("inf"):
+    if p == math.inf:
         return amax(_abs(input), () if dim is None else dim, keepdim)
-    if p == -float("inf"):
+    if p == -math.inf:
         return amin(_abs(input), () if dim is None else dim, keepdim)
     if needs_grad(input):
         return pnorm(input, p, dim, keepdim)
+    if p == 2 and dim is None and not keepdim and primitives(input) is _cpu:
+        out = whole_norm2(_host(input))  # the host module's one call, where it takes the array
+        if out is not None:
+            return wrap(out, input._device)
     return _pnorm_forward(input, p, dim, keepdim)  # pnorm's forward without its entry: nothing to record
 
 
@@ -634,7 +691,8 @@ def _reduces_nothing(dim):
 def all(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     if _reduces_nothing(dim):
         return ne(input, 0)
-    return _reduce("all", input, reduce_axes("all", input.ndim, dim), keepdim)
+    axes = None if dim is None else reduce_axes("all", input.ndim, dim)  # None: the primitive's every dim
+    return wrap(primitives(input).reduce("all", input._data, axes, keepdim), input._device)
 
 
 lowering(
@@ -648,7 +706,8 @@ lowering(
 def any(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     if _reduces_nothing(dim):
         return ne(input, 0)
-    return _reduce("any", input, reduce_axes("any", input.ndim, dim), keepdim)
+    axes = None if dim is None else reduce_axes("any", input.ndim, dim)  # None: the primitive's every dim
+    return wrap(primitives(input).reduce("any", input._data, axes, keepdim), input._device)
 
 
 lowering(
@@ -665,9 +724,11 @@ def count_nonzero(input: Tensor, *dim: int | Sequence[int] | None) -> Tensor:
         dims = dim[0]
     else:  # none, or several: ints (a sequence comes alone)
         dims = typing.cast("tuple[int, ...]", dim) or None
+    P = primitives(input)
+    if P is _cpu and dims is None:
+        return wrap(count_nonzero_all(_host(input)), input._device)
     # on the backend's arrays: a comparison and a sum (as public ops, two dispatches); a float tensor's
     # zero as a float, which the comparison takes without converting
-    P = primitives(input)
     nonzero = P.binary("ne", input._data, 0.0 if input.dtype.is_floating_point else 0, input.dtype)
     axes = None if dims is None else reduce_axes("count_nonzero", input.ndim, dims)  # None: NumPy's cheapest
     return wrap(P.reduce("sum", nonzero, axes, False), input._device)
@@ -721,6 +782,10 @@ def nansum(
         if input.dtype.is_floating_point:
             input = where(input != input, 0.0, input)
         return sum(input, dim, keepdim, dtype=dtype)
+    if dim is None and not keepdim and dtype is None and primitives(input) is _cpu:
+        total = whole_nansum(_host(input), False)  # the host module's one call, where it takes the array
+        if total is not None:
+            return wrap(total, input._device)
     return _sum_forward(_without_nan(input), dim, keepdim, dtype)  # (no entries: nothing to record)
 
 
@@ -741,6 +806,10 @@ def nanmean(
     if needs_grad(input):
         present = input == input
         return nansum(input, dim, keepdim, dtype=dtype) / sum(present, dim, keepdim, dtype=dtype or input.dtype)
+    if dim is None and not keepdim and dtype is None and primitives(input) is _cpu:
+        average = whole_nansum(_host(input), True)
+        if average is not None:
+            return wrap(average, input._device)
     # on the backend's arrays: nothing to record
     P, x, d = primitives(input), input._data, input.dtype
     count = _sum_forward(wrap(P.binary("eq", x, x, d), input._device), dim, keepdim, dtype or d)
@@ -753,12 +822,16 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
     dims: int | tuple[int, ...] = () if dim is None else dim
     if dim is None and keepdim:
         dims = tuple(range(input.ndim))
-    if needs_grad(input):
+    if _may_record(input) and needs_grad(input):
         return aminmax_result(amin(input, dims, keepdim), amax(input, dims, keepdim))
     # the two forwards' reductions, the dims read and checked once (nothing to record)
     axes = None if dim is None and not keepdim else reduce_axes("aminmax", input.ndim, dims)
     _check_nonempty("aminmax", input, axes, whole=axes is None)
     P, x, device = primitives(input), input._data, input._device
+    if axes is None and P is _cpu:  # both in one pass of the host module's, where it takes the array
+        both = whole_extremes(typing.cast("CPUArray", x))
+        if both is not None:
+            return aminmax_result(wrap(both[0], device), wrap(both[1], device))
     return aminmax_result(
         wrap(P.reduce("amin", x, axes, keepdim), device), wrap(P.reduce("amax", x, axes, keepdim), device)
     )
@@ -850,6 +923,12 @@ def _check_counts_input(name, input):
     composite=True,
 )
 def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    if weights is None and input.__class__ is Tensor and input.dtype is dt.int64 and primitives(input) is _cpu:
+        counts = (
+            count_slots(_host(input), minlength) if input.ndim == 1 else None
+        )  # one NumPy call, where it takes them
+        if counts is not None:
+            return wrap(counts, input._device)
     size = builtins.max(_check_counts_input("bincount", input) + 1, minlength)
     if weights is None:
         P = primitives(input)
@@ -922,9 +1001,14 @@ def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:
     if needs_grad(input):
         norms = norm(input, p, others, keepdim=True)
         return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0).to(dtype=input.dtype)
-    # without a gradient to build, the norms and the factor on the backend's arrays (seven ops fewer to
-    # dispatch); an infinite p is norm's amax of the magnitudes
+    # without a gradient to build: on a CPU tensor the host module's one loop where it takes the array;
+    # else the norms and the factor on the backend's arrays (seven ops fewer to dispatch), an infinite p
+    # as norm's amax of the magnitudes
     P, d = primitives(input), input.dtype
+    if P is _cpu:
+        out = host_renorm(_host(input), axis, float(p), float(maxnorm))
+        if out is not None:
+            return wrap(out, input._device)
     if math.isinf(p):
         n = P.reduce("amax", P.unary("abs", input._data), others, True)
     else:

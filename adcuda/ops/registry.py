@@ -43,6 +43,17 @@ The declaration says everything the rest of adcuda needs:
   the dispatch point then computes the output with that kernel directly while no hook is attached (its fast lane,
   adcuda/ops/dispatch.py), and with the forward otherwise. An op that says nothing gets the kind of
   its namesake row of the unary table, if any (``_table_plain``); ``plain=False``: none.
+- **view**: ``view=True`` says the output is a view of the first argument (it shares its memory and
+  version counter, and the dispatch point can rebuild it from its base). A view op may declare
+  instead, as ``view=``, the function that makes its output's array from a CPU input's NumPy array and
+  the op's other arguments, giving None where it is not sure to give what the forward would: the
+  dispatch point's view lane then calls it directly while no hook is attached (dispatch.py).
+- **direct case**: ``direct=fn`` (an op that records nothing itself: composite, or not differentiable)
+  gives the op's common case as one function of the forward's parameters, by position (a ``*args``
+  parameter as its tuple), returning the result or None where the call takes the forward after all:
+  the entry calls it first while no hook is attached (its direct lane, adcuda/ops/dispatch.py), without
+  switching NumPy's error state, so it makes no NumPy call that can warn (a factory's allocation, a
+  host module's draw). The factories' and random draws' CPU case.
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
@@ -116,6 +127,7 @@ class OpDef:
         differentiable,
         dtypes=None,
         plain=None,
+        direct=None,
     ):
         if not doc or "\n" in doc.strip():
             raise ValueError(f"op {name!r}: doc must be one line")
@@ -132,6 +144,7 @@ class OpDef:
         self.autocast = autocast
         self.dtypes = dtypes
         self.plain = _table_plain(name, self.signature) if plain is None else plain or None
+        self.direct = direct
         self.view = view
         self.extra_outputs = tuple(extra_outputs)
         self.node = node
@@ -181,6 +194,8 @@ class OpDef:
         targets = {t for f in self.grads for t in f.targets}
         self.inputs = tuple(p for p in self.params if p in targets)
         self.differentiable = bool(self.grads) if differentiable is None else differentiable
+        if direct is not None and self.differentiable and not composite:
+            raise ValueError(f"op {name!r}: direct= is for an op that records nothing itself")
         if self.differentiable and not composite and not self.grads:
             raise ValueError(f"op {name!r}: a differentiable op needs grads (or composite=True)")
         # backward plans by the bit mask of the inputs that require grad, made on first use
@@ -290,6 +305,7 @@ def op(
     differentiable=None,
     dtypes=None,
     plain=None,
+    direct=None,
 ) -> Callable[[Forward], Forward]: ...
 @overload
 def op(
@@ -313,6 +329,7 @@ def op(
     differentiable=None,
     dtypes=None,
     plain=None,
+    direct=None,
 ) -> "Callable[[Callable[Inputs, Any]], Callable[Inputs, Tensor]]": ...
 def op(
     name: str,
@@ -335,6 +352,7 @@ def op(
     differentiable=None,
     dtypes=None,
     plain=None,
+    direct=None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare an op (see the module docstring); returns its dispatching entry point, which
     carries the declaration as ``.op``."""
@@ -365,6 +383,7 @@ def op(
             differentiable=differentiable,
             dtypes=dtypes,
             plain=plain,
+            direct=direct,
         )
         _REGISTRY[name] = definition
         return definition.entry

@@ -10,11 +10,14 @@ then gathered from the input, so their gradient flows back to the positions they
 from __future__ import annotations
 
 import math
+import typing
 from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..backends import cpu as _cpu
+from ..backends.cpu.sort import first_sorted, median_of_all, mode_of_rows, search_row
 from ..errors import (
     DTypeError,
     EmptyReductionError,
@@ -24,7 +27,7 @@ from ..errors import (
     UnsupportedError,
     fmt_shape,
 )
-from ..tensor import primitives
+from ..tensor import Tensor, primitives
 from .common import has_shape, result_type, wrap, wrap_dim
 from .dtype_support import FLOAT32_64, NUMBERS
 from .elementwise import logaddexp, where
@@ -34,7 +37,7 @@ from .reduce import along, values_and_indices
 from .registry import op
 
 if TYPE_CHECKING:
-    from ..types import Tensor
+    from ..backends.seam import CPUArray
 
 sort_result = namedtuple("sort", ["values", "indices"])
 topk_result = namedtuple("topk", ["values", "indices"])
@@ -97,8 +100,10 @@ def topk(
     sorted: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """The ``k`` largest (or smallest) values along ``dim`` and their indices, in sorted order."""
-    size = input.shape[wrap_dim(dim, input.ndim, "topk")] if input.ndim else 1
-    if not isinstance(k, int) or isinstance(k, bool):
+    data = input._data
+    axis = wrap_dim(dim, data.ndim, "topk") if data.ndim else 0
+    size = data.shape[axis] if data.ndim else 1
+    if k.__class__ is not int and (not isinstance(k, int) or isinstance(k, bool)):
         raise DTypeError(f"topk: k must be an int, got {type(k).__name__}")
     if k < 0 or k > size:  # PyTorch's RuntimeError: a value, not an index, out of range
         raise InvalidArgumentError(
@@ -109,12 +114,19 @@ def topk(
         if k == 0:
             values, indices = values.reshape(1)[:0], indices.reshape(1)[:0]
         return topk_result(values, indices)
-    axis = wrap_dim(dim, input.ndim, "topk")
     P, device = primitives(input), input._device
-    ordered, order = P.sort(input._data, axis, largest, True)
+    if P is _cpu and axis == data.ndim - 1 and not needs_grad(input):
+        first = first_sorted(
+            typing.cast("CPUArray", data), k, largest
+        )  # the host module's one call, where it takes the array
+        if first is not None:
+            return topk_result(wrap(first[0], device), wrap(first[1], device))
+    ordered, order = P.sort(data, axis, largest, True)
     first_k = along(axis, slice(0, k))
     indices = wrap(P.contiguous(P.slice(order, first_k)), device)
-    return topk_result(_values_at(input, axis, indices, wrap(P.slice(ordered, first_k), device)), indices)
+    if needs_grad(input):
+        return topk_result(gather(input, axis, indices), indices)
+    return topk_result(wrap(P.slice(ordered, first_k), device), indices)
 
 
 @op("msort", doc="input sorted along dim 0.", composite=True)
@@ -160,7 +172,15 @@ def _evenly_shared(flat, value):
 def _kth_smallest(input, axis, k, keepdim):
     """The k-th smallest (from 0) along ``axis`` and its index, sliced from the backend's sort."""
     P, device = primitives(input), input._device
-    ordered, order = P.sort(input._data, axis, False, True)
+    x = input._data
+    if P is _cpu and axis == x.ndim - 1 and not needs_grad(input):
+        first = first_sorted(
+            typing.cast("CPUArray", x), k + 1, False
+        )  # the host module's one call, where it takes the array
+        if first is not None:
+            at = k if not keepdim else slice(k, k + 1)
+            return median_result(wrap(first[0][..., at].copy(), device), wrap(first[1][..., at].copy(), device))
+    ordered, order = P.sort(x, axis, False, True)
     kept = along(axis, slice(k, k + 1))
     indices = P.contiguous(P.slice(order, kept))
     if needs_grad(input):
@@ -179,6 +199,10 @@ def _middle_of_all(input, skip_nan):
     middle of the flattened sort (of its numbers, NaN left out), or a NaN where the input holds one
     (PyTorch's median) or holds nothing else (nanmedian). NaN sorts last."""
     P = primitives(input)
+    if P is _cpu:  # the host module's selection, where it takes the array
+        middle = median_of_all(typing.cast("CPUArray", input._data), skip_nan)
+        if middle is not None:
+            return wrap(middle, input._device)
     ordered, _ = P.sort(input._data, None, False, True)
     n = count = input.numel()
     if input.dtype.is_floating_point:
@@ -464,9 +488,15 @@ def searchsorted(
 
 def _search(name, sorted_sequence, input, out_int32, right):
     """searchsorted's (and bucketize's) positions of ``input`` in ``sorted_sequence``'s last dim."""
-    scalar = not has_shape(input)
-    values = input if has_shape(input) else sorted_sequence.new_tensor([input])
-    if sorted_sequence.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
+    if input.__class__ is Tensor and primitives(sorted_sequence) is _cpu and input._device is sorted_sequence._device:
+        boundaries, points = sorted_sequence._data, input._data
+        if boundaries.ndim == 1 and boundaries.dtype == points.dtype and not out_int32:  # the commonest call
+            return wrap(
+                search_row(typing.cast("CPUArray", boundaries), typing.cast("CPUArray", points), right), input._device
+            )
+    scalar = input.__class__ is not Tensor and not has_shape(input)
+    values = sorted_sequence.new_tensor([input]) if scalar else input
+    if sorted_sequence._data.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(values.shape[:-1]):
         raise ShapeError(
             f"{name}: sorted_sequence {fmt_shape(sorted_sequence.shape)} and input {fmt_shape(values.shape)} "
             "must agree in every dim but the last (or sorted_sequence must be 1-d)"
@@ -563,8 +593,16 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, T
         raise EmptyReductionError(
             f"mode: expected reduction dim {axis} to have non-zero size (input shape {fmt_shape(input.shape)})"
         )
-    # on the backend's arrays, one primitive per step (each public op would pay the dispatch again)
     P, x = primitives(input), input._data
+    if P is _cpu and axis == x.ndim - 1 and not needs_grad(input):
+        # a CPU tensor recording nothing: the host module's one loop, where it takes the array
+        both = mode_of_rows(typing.cast("CPUArray", x))
+        if both is not None:
+            values, indices = both
+            if keepdim:
+                values, indices = values.reshape(values.shape + (1,)), indices.reshape(indices.shape + (1,))
+            return mode_result(wrap(values, input._device), wrap(indices, input._device))
+    # on the backend's arrays, one primitive per step (each public op would pay the dispatch again)
     ordered, order = P.sort(x, axis, False, True)
     # equal values are adjacent once sorted: a run starts where an element differs from the one before
     starts = _run_starts(P, ordered, axis, input.dtype)

@@ -11,6 +11,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -230,9 +231,83 @@ void fill_drawn(T* o, std::intptr_t n, int kind, double scale, double shift, con
   });
 }
 
+// p (float32 or float64, C-contiguous) as a typed pointer, or an error naming the function
+template <typename T>
+const T* probabilities(const char* name, const py::array& p) {
+  if (!(p.flags() & py::array::c_style))
+    throw std::invalid_argument(std::string(name) + ": p must be a C-contiguous array");
+  return static_cast<const T*>(p.data());
+}
+
+// Whether every element of p lies in [0, 1] (NaN does not)
+template <typename T>
+bool in_unit_interval(const T* p, std::intptr_t n) {
+  for (std::intptr_t i = 0; i < n; ++i)
+    if (!(p[i] >= T(0) && p[i] <= T(1))) return false;
+  return true;
+}
+
+// 1 where the i-th uniform draw of the stream, in p's dtype (float32's rounded and kept below 1, as
+// host_random_uniform gives it), is below p[i], else 0: rand's draw compared with p, in p's dtype
+template <typename T>
+py::array below_each(const py::array& p, const py::object& seed, const py::object& offset) {
+  const T* probs = probabilities<T>("host_random_below_each", p);
+  std::vector<py::ssize_t> dims(p.shape(), p.shape() + p.ndim());
+  py::array_t<T> out(dims);
+  T* o = out.mutable_data();
+  each_double(uniform_fill, seed, offset, p.size(), [&](std::intptr_t i, double u) {
+    T v = static_cast<T>(u);
+    if constexpr (std::is_same_v<T, float>) v = v > 0.99999994f ? 0.99999994f : v;
+    o[i] = v < probs[i] ? T(1) : T(0);
+  });
+  return std::move(out);
+}
+
+bool is_float32(const py::array& a) {
+  if (a.dtype().equal(py::dtype::of<float>())) return true;
+  if (a.dtype().equal(py::dtype::of<double>())) return false;
+  throw std::invalid_argument("host_random: p must be float32 or float64");
+}
+
+// host_random_fill_'s checks of its arguments: whether out is float32 (else float64)
+bool fill_checked(const py::array& out, int kind) {
+  if (kind != kUniform && kind != kNormal && kind != kBelow)
+    throw std::invalid_argument("host_random_fill_: unknown kind " + std::to_string(kind));
+  if (!(out.flags() & py::array::c_style) || !out.writeable())
+    throw std::invalid_argument("host_random_fill_: out must be a writeable C-contiguous array");
+  if (out.dtype().equal(py::dtype::of<float>())) return true;
+  if (out.dtype().equal(py::dtype::of<double>())) return false;
+  throw std::invalid_argument("host_random_fill_: out must be float32 or float64");
+}
+
+// host_random_fill_'s work, after fill_checked
+void fill_into(py::array& out, bool single, int kind, double scale, double shift, const py::object& seed,
+               const py::object& offset) {
+  const std::intptr_t n = out.size();
+  if (single)
+    fill_drawn(static_cast<float*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
+  else
+    fill_drawn(static_cast<double*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
+}
+
 }  // namespace
 
 void bind_random(py::module_& m) {
+  m.def(
+      "host_unit_interval",
+      [](const py::array& p) {
+        return is_float32(p) ? in_unit_interval(probabilities<float>("host_unit_interval", p), p.size())
+                             : in_unit_interval(probabilities<double>("host_unit_interval", p), p.size());
+      },
+      py::arg("p"), "Whether every element of p (float32 or float64, C-contiguous) lies in [0, 1] (NaN does not).");
+  m.def(
+      "host_random_below_each",
+      [](const py::array& p, const py::object& seed, const py::object& offset) {
+        return is_float32(p) ? below_each<float>(p, seed, offset) : below_each<double>(p, seed, offset);
+      },
+      py::arg("p"), py::arg("seed"), py::arg("offset"),
+      "1 where host_random_uniform's value of the Philox stream (seed, offset), in p's dtype (float32 or float64, "
+      "C-contiguous), is below p's element, else 0, in p's dtype and shape: bernoulli of the probabilities p.");
   m.def(
       "host_random_bind",
       [](std::uintptr_t uniform, std::uintptr_t normal, std::uintptr_t bounded) {
@@ -292,26 +367,70 @@ void bind_random(py::module_& m) {
       "Whether each uniform [0, 1) sample of shape from the Philox stream (seed, offset) is below p (a bool "
       "array): NumPy's Philox Generator's random(shape) < p.");
   m.def(
+      "host_trials",
+      [](py::array out, const py::array_t<double, py::array::c_style>& logs, double log_q) {
+        // geometric_'s arithmetic after NumPy's log1p: exact IEEE steps (a division, ceil, max), the
+        // cast to out's dtype rounding to nearest as NumPy's cast does
+        if (!(out.flags() & py::array::c_style) || !out.writeable() || out.size() != logs.size())
+          throw std::invalid_argument("host_trials: out must be a writeable C-contiguous array of logs' size");
+        const double* l = logs.data();
+        const std::intptr_t n = logs.size();
+        const auto trials = [&](std::intptr_t i) {
+          const double t = std::ceil(l[i] / log_q);
+          return t > 1.0 ? t : 1.0;  // (NumPy's maximum: never NaN here, logs are finite and log_q < 0)
+        };
+        if (out.dtype().equal(py::dtype::of<float>())) {
+          float* o = static_cast<float*>(out.mutable_data());
+          for (std::intptr_t i = 0; i < n; ++i) o[i] = static_cast<float>(trials(i));
+        } else if (out.dtype().equal(py::dtype::of<double>())) {
+          double* o = static_cast<double*>(out.mutable_data());
+          for (std::intptr_t i = 0; i < n; ++i) o[i] = trials(i);
+        } else {
+          throw std::invalid_argument("host_trials: out must be float32 or float64");
+        }
+      },
+      py::arg("out"), py::arg("logs"), py::arg("log_q"),
+      "out (float32 or float64) overwritten with max(ceil(logs / log_q), 1), computed in float64 (logs: float64 "
+      "log1p(-u) of uniform draws u, log_q = log1p(-p)): geometric_'s number of trials.");
+  m.def(
       "host_random_fill_",
       [](py::array out, int kind, double scale, double shift, const py::object& seed,
-         const py::object& offset) {
-        if (kind != kUniform && kind != kNormal && kind != kBelow)
-          throw std::invalid_argument("host_random_fill_: unknown kind " + std::to_string(kind));
-        if (!(out.flags() & py::array::c_style) || !out.writeable())
-          throw std::invalid_argument("host_random_fill_: out must be a writeable C-contiguous array");
-        const std::intptr_t n = out.size();
-        if (out.dtype().equal(py::dtype::of<float>()))
-          fill_drawn(static_cast<float*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
-        else if (out.dtype().equal(py::dtype::of<double>()))
-          fill_drawn(static_cast<double*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
-        else
-          throw std::invalid_argument("host_random_fill_: out must be float32 or float64");
-      },
+         const py::object& offset) { fill_into(out, fill_checked(out, kind), kind, scale, shift, seed, offset); },
       py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("seed"), py::arg("offset"),
       "out overwritten with draws from the Philox stream (seed, offset) in its dtype (float32 or float64): "
       "kind 0, host_random_uniform's values; 1, host_random_normal's; each times scale plus shift, rounded "
       "at each step in that dtype (a scale of 1 and a shift of 0 skipped); kind 2, 1 where "
       "host_random_uniform's value is below scale (taken in that dtype), else 0.");
+  m.def(
+      "host_random_fill_from",
+      [](py::array out, int kind, double scale, double shift, const py::object& generator) {
+        // the generator's next_offset(out.size), taken here under the GIL (no Python code runs between
+        // the read and the write), unless a thread holds its lock (manual_seed, set_state, a draw): then
+        // nothing is drawn and the caller takes next_offset, which waits for it
+        const bool single = fill_checked(out, kind);
+        // (the attribute names interned once: building them per call cost more than a small draw)
+        static PyObject* const lock_name = PyUnicode_InternFromString("_lock");
+        static PyObject* const locked_name = PyUnicode_InternFromString("locked");
+        static PyObject* const seed_name = PyUnicode_InternFromString("_seed");
+        static PyObject* const offset_name = PyUnicode_InternFromString("_offset");
+        PyObject* gen = generator.ptr();
+        const auto lock = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, lock_name));
+        if (!lock) throw py::error_already_set();
+        const auto held = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(lock.ptr(), locked_name));
+        if (!held) throw py::error_already_set();
+        if (PyObject_IsTrue(held.ptr())) return false;
+        const auto seed = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, seed_name));
+        const auto offset = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, offset_name));
+        if (!seed || !offset) throw py::error_already_set();
+        const std::intptr_t n = out.size();
+        const auto step = py::reinterpret_steal<py::object>(PyLong_FromSsize_t(n > 0 ? n : 1));
+        const auto next = py::reinterpret_steal<py::object>(PyNumber_Add(offset.ptr(), step.ptr()));
+        if (!next || PyObject_SetAttr(gen, offset_name, next.ptr()) != 0) throw py::error_already_set();
+        fill_into(out, single, kind, scale, shift, seed, offset);
+        return true;
+      },
+      py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("generator"),
+      "host_random_fill_ from generator's next_offset(out.size), taken here; False (nothing done) while locked.");
 }
 
 }  // namespace adcuda::host

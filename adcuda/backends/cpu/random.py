@@ -262,4 +262,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # scale plus a shift, or bernoulli's 0 and 1, in a float32/float64 array's own dtype), which the ops
 # use for in-place draws where nothing observes the primitives; None without the host module.
 HOST_FILL = None if _NATIVE is None else _NATIVE.host_random_fill_
+# the same fill with the (seed, offset) a generator object's next draw reserves (its ``_seed``, ``_offset``
+# and ``_lock``), read and advanced in the one call: False where its lock is held (nothing done)
+HOST_FILL_FROM = getattr(_NATIVE, "host_random_fill_from", None)
 HOST_UNIFORM, HOST_NORMAL, HOST_BELOW = 0, 1, 2  # its kinds

@@ -57,11 +57,68 @@ _EXACT_UFUNCS: dict[str, np.ufunc] = {
 }
 
 
+# kernels/host/reduce.cpp's whole-array extremes and truth tests (None in a pure-source checkout without the
+# native module), for the small C-contiguous arrays of the dtypes they are built for: one call where a
+# ufunc's reduction costs a microsecond; the ufuncs stay the reference and serve every other case
+_native_extremes = getattr(_C, "host_extremes_all", None)
+_native_truth = getattr(_C, "host_truth_all", None)
+_NATIVE_EXTREMES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32))
+_NATIVE_TRUTH = frozenset(np.dtype(t) for t in (np.bool_, np.float32, np.float64))
+_HOST_WHOLE_MAX = 1 << 14
+
+
+def _small_contiguous(a):
+    """Whether ``a`` is a non-empty C-contiguous array small enough for one native call holding the GIL."""
+    return 0 < a.size <= _HOST_WHOLE_MAX and a.flags.c_contiguous
+
+
+def whole_extremes(a: BackendArray) -> tuple[BackendArray, BackendArray] | None:
+    """(min, max) of every element of ``a`` as 0-d arrays of its dtype (NaN both where it holds one), by
+    the host module's one pass; None where that does not take ``a``."""
+    if _native_extremes is None or a.dtype not in _NATIVE_EXTREMES or not _small_contiguous(a):
+        return None
+    return _native_extremes(a)
+
+
+def count_nonzero_all(a: BackendArray) -> BackendArray:
+    """How many elements of ``a`` are nonzero (NaN is; -0.0 is not), as a 0-d int64 array: NumPy's count,
+    one call where a comparison and a sum are two."""
+    return np.array(np.count_nonzero(a), np.int64)
+
+
+def _whole(op, a):
+    """``reduce(op, a, None, False)`` for amax, amin, any and all by the host module, or None."""
+    if op == "amax" or op == "amin":
+        both = whole_extremes(a)
+        return None if both is None else both[op == "amax"]
+    if _native_truth is None or a.dtype not in _NATIVE_TRUTH or not _small_contiguous(a):
+        return None
+    return _native_truth(op == "any", a)
+
+
+_native_renorm = getattr(_C, "host_renorm", None)
+_FLOATS = frozenset((_F32, _F64))
+
+
+def host_renorm(a: BackendArray, axis: int, p: float, maxnorm: float) -> BackendArray | None:
+    """ops/reduce.py's renorm of ``a`` along ``axis`` (non-negative; p > 0, inf included) by the host
+    module's one loop over a small C-contiguous float32/float64 array, or None where it does not take
+    ``a`` (the op's composition of primitives, the reference, computes it then)."""
+    if _native_renorm is None or a.dtype not in _FLOATS or not _small_contiguous(a):
+        return None
+    shape = a.shape
+    return _native_renorm(a, math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :]), p, maxnorm)
+
+
 def reduce(op: str, a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     if axes.__class__ is list:
         axes = tuple(axes)
     exact = _EXACT_UFUNCS.get(op)
     if exact is not None:
+        if axes is None:
+            r = _whole(op, a)
+            if r is not None:
+                return r.reshape((1,) * a.ndim) if keepdim else r
         return np.asarray(exact.reduce(a, axis=axes, keepdims=keepdim))
     if op == "prod" and (a.dtype is _F32 or a.dtype is _F64):  # nothing to widen or narrow
         return np.asarray(_MULTIPLY.reduce(a, axis=axes, keepdims=keepdim))
@@ -234,12 +291,13 @@ def _leading_count(a, axes):
 def argreduce(op: str, a: BackendArray, axis: int | None, keepdim: bool) -> BackendArray:
     if op not in ("argmax", "argmin"):
         raise ValueError(f"argreduce: unknown op '{op}'")
-    fn = np.argmax if op == "argmax" else np.argmin
     x = _compute(a)
+    # the array's methods: np.argmax and np.argmin add a Python layer that costs more than a small array's search
+    fn = x.argmax if op == "argmax" else x.argmin
     if axis is None:
-        r = np.asarray(fn(x))
+        r = np.asarray(fn(), dtype=np.int64)
         return r.reshape((1,) * a.ndim) if keepdim else r
-    return np.asarray(fn(x, axis=axis, keepdims=keepdim), dtype=np.int64)
+    return np.asarray(fn(axis=axis, keepdims=keepdim), dtype=np.int64)
 
 
 def _floating(op, a, axes):
@@ -275,13 +333,49 @@ def _trailing_rows(x, axes):
     return math.prod(x.shape[: ndim - len(dims)])
 
 
+_native_var_mean = getattr(_C, "host_var_mean_all", None)
+_native_norm2 = getattr(_C, "host_norm2_all", None)
+_native_nansum = getattr(_C, "host_nansum_all", None)
+
+
+def whole_nansum(a: BackendArray, mean: bool) -> BackendArray | None:
+    """ops/reduce.py's nansum() (nanmean() if ``mean``) of ``a`` (NaN as 0 summed in PyTorch's order; the
+    mean over the count of the others) by the host module's one call over a small C-contiguous
+    float32/float64 array, or None where it does not take ``a``."""
+    if _native_nansum is None or a.dtype not in _FLOATS or not 0 < a.size <= _TORCH_ORDER_LIMIT:
+        return None
+    return _native_nansum(a, mean) if a.flags.c_contiguous else None
+
+
+def whole_norm2(a: BackendArray) -> BackendArray | None:
+    """ops/reduce.py's 2-norm of every element of ``a`` (the squares' sum in PyTorch's order, its root) by
+    the host module's one call over a small C-contiguous float32/float64 array, or None where it does
+    not take ``a``."""
+    if _native_norm2 is None or a.dtype not in _FLOATS or not 0 < a.size <= _TORCH_ORDER_LIMIT:
+        return None
+    return _native_norm2(a) if a.flags.c_contiguous else None
+
+
+def whole_var_mean(a: BackendArray, correction: float, root: bool) -> tuple[BackendArray, BackendArray] | None:
+    """(``var(a, None, correction, False)``, or its root if ``root``; ``reduce("mean", a, None, False)``) for
+    var_mean and std_mean, by the host module's one call over a small C-contiguous float32/float64 array
+    (the same values as those primitives'), or None where it does not take ``a``."""
+    if _native_var_mean is None or a.dtype not in _FLOATS or not 0 < a.size <= _HOST_VARIANCE_MAX:
+        return None
+    return _native_var_mean(a, float(correction), root) if a.flags.c_contiguous else None
+
+
+def _row_shape(x, axes, keepdim):
+    """The shape of ``x`` reduced over ``axes``, which ``_trailing_rows`` accepted (its last dims)."""
+    kept = 0 if axes is None else x.ndim - len((axes,) if axes.__class__ is int else axes)
+    return x.shape[:kept] + ((1,) * (x.ndim - kept) if keepdim else ())
+
+
 def var(a: BackendArray, axes: Axes | None, correction: float, keepdim: bool) -> BackendArray:
     x, axes = _floating("var", a, axes)
     rows = _trailing_rows(x, axes)
     if rows and _native_row_variance is not None:
-        kept = 0 if axes is None else x.ndim - len((axes,) if axes.__class__ is int else axes)
-        shape = x.shape[:kept] + ((1,) * (x.ndim - kept) if keepdim else ())
-        r = _native_row_variance(x, rows, float(correction)).reshape(shape)
+        r = _native_row_variance(x, rows, float(correction)).reshape(_row_shape(x, axes, keepdim))
         return r if r.dtype == a.dtype else r.astype(a.dtype)
     n = math.prod(x.shape if axes is None else (x.shape[ax] for ax in ((axes,) if isinstance(axes, int) else axes)))
     if current_errors() is QUIET:  # inside an op's entry: NumPy already says nothing
@@ -299,8 +393,17 @@ def _variance(x, axes, n, correction, keepdim):
     return _ADD.reduce(centered * centered, axis=axes, keepdims=keepdim) / max(n - correction, 0)
 
 
+# kernels/host/reduce.cpp's log-sum-exp of rows (None in a pure-source checkout), for the small arrays
+# reduced over their last dims, as the variance's; the NumPy path below (nine calls) is its reference
+_native_row_logsumexp = getattr(_C, "host_row_logsumexp", None)
+
+
 def logsumexp(a: BackendArray, axes: Axes | None, keepdim: bool) -> BackendArray:
     x, axes = _floating("logsumexp", a, axes)
+    rows = _trailing_rows(x, axes)
+    if rows and _native_row_logsumexp is not None:
+        r = _native_row_logsumexp(x, rows).reshape(_row_shape(x, axes, keepdim))
+        return r if r.dtype == a.dtype else r.astype(a.dtype)
     m = np.amax(x, axis=axes, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
     with np.errstate(divide="ignore"):

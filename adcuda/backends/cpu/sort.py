@@ -7,9 +7,15 @@ import numpy as np
 
 from ..._native import _C
 from ..seam import declared
-from ._common import BackendArray, _compute
+from ._common import _F32, _F64, BackendArray, _compute
 
 __all__ = ["sort", "cumsum", "cumprod", "scan", "running_extreme", "searchsorted", "bincount"]
+
+# the seam's shared checks, looked up once (``declared.<name>`` is a lookup per call)
+_check_scan = declared.scan
+_check_running_extreme = declared.running_extreme
+_check_searchsorted = declared.searchsorted
+_check_bincount = declared.bincount
 
 # NumPy's maximum and minimum propagate NaN, as PyTorch's cummax and cummin do
 _SCANS = {"max": np.maximum, "min": np.minimum, "logaddexp": np.logaddexp}
@@ -57,6 +63,42 @@ def sort(a: BackendArray, axis: int | None, descending: bool, stable: bool) -> t
 _RESORT_MAX = 1 << 12
 
 
+# kernels/host/sort.cpp's mode of rows (None in a pure-source checkout): for ops/sort.py's mode on a CPU
+# tensor that records nothing, in place of its seven primitives (a sort, the run starts, a running
+# maximum, an argmax, two gathers), which stay the reference and every other case's path
+_native_mode = getattr(_C, "host_mode_rows", None)
+
+
+def mode_of_rows(a: BackendArray) -> tuple[BackendArray, BackendArray] | None:
+    """(values, int64 indices) of shape ``a.shape[:-1]``: the mode of each row (the last dim) of ``a``
+    (the smallest of equally frequent values, at its last occurrence), or None where the native loop
+    does not take ``a`` (another dtype, strided or empty rows, or too large for one call holding the GIL)."""
+    return _native_mode(a) if _native_mode is not None and _takes_rows(a) else None
+
+
+def _takes_rows(a):
+    """Whether the host module's functions of rows take ``a``: of a dtype they are built for, C-contiguous,
+    of >= 1 dim, non-empty and small enough for one call holding the GIL."""
+    return a.dtype in _NATIVE_SORT and 0 < a.size <= _HOST_SORT_MAX and a.flags.c_contiguous and a.ndim > 0
+
+
+_native_median = getattr(_C, "host_median_all", None)
+_native_first_sorted = getattr(_C, "host_first_sorted", None)
+
+
+def first_sorted(a: BackendArray, k: int, descending: bool) -> tuple[BackendArray, BackendArray] | None:
+    """(values, int64 indices) of shape ``a.shape[:-1] + (k,)``, new C-contiguous arrays: the first ``k`` of
+    ``sort(a, -1, descending, True)`` (topk's, kthvalue's), by the host module's one call without the rest
+    of the rows; None where it does not take ``a`` (0 <= k <= the last dim's size is the caller's)."""
+    return _native_first_sorted(descending, a, k) if _native_first_sorted is not None and _takes_rows(a) else None
+
+
+def median_of_all(a: BackendArray, skip_nan: bool) -> BackendArray | None:
+    """ops/sort.py's median() (nanmedian() if ``skip_nan``) of every element of ``a`` as a 0-d array, by the
+    host module's one selection, or None where it does not take ``a`` (the op's sort is the reference)."""
+    return _native_median(skip_nan, a) if _native_median is not None and _takes_rows(a) else None
+
+
 def _sorted_values(a, idx, axis, descending):
     """``a``'s values in the order of ``idx`` (its stable sort along ``axis``, None: flattened)."""
     if a.ndim == 1 or axis is None:
@@ -85,10 +127,24 @@ def cumprod(a: BackendArray, axis: int | None) -> BackendArray:
     return _running(np.cumprod, np.multiply, a, axis)
 
 
+# kernels/host/sort.cpp's running sum or product of rows (None in a pure-source checkout): the ufunc's
+# accumulate, its reference, in one loop for the small arrays accumulated along their last dim
+_native_accumulate = getattr(_C, "host_accumulate_rows", None)
+
+
 def _running(function, ufunc, a, axis):
     """np.cumsum's or np.cumprod's result (``function``); along a dim of an array of any, its ufunc's
     accumulate called directly (the function's Python layer costs more than the loop on a small array).
     Integers and bools accumulate in int64."""
+    if (a.dtype is _F32 or a.dtype is _F64) and axis is not None and a.ndim:  # the commonest: no conversion
+        if (
+            _native_accumulate is not None
+            and (axis == -1 or axis == a.ndim - 1)
+            and 0 < a.size <= _HOST_SORT_MAX
+            and a.flags.c_contiguous
+        ):
+            return _native_accumulate(ufunc is np.multiply, a)
+        return ufunc.accumulate(a, axis=axis)
     x = _compute(a)
     whole = axis is None or x.ndim == 0  # flattened: NumPy's function's own (and its checks of the axis)
     if x.dtype.kind in "biu":
@@ -96,10 +152,24 @@ def _running(function, ufunc, a, axis):
     return (function(x, axis=axis) if whole else ufunc.accumulate(x, axis=axis)).astype(a.dtype, copy=False)
 
 
+# kernels/host/sort.cpp's logaddexp scan of rows (None in a pure-source checkout): NumPy's accumulate in
+# one pass, for the small arrays scanned along their last dim
+_native_logcumsumexp = getattr(_C, "host_logcumsumexp_rows", None)
+
+
 def scan(op: str, a: BackendArray, axis: int) -> BackendArray:
-    declared.scan(op, a, axis)
+    _check_scan(op, a, axis)
     if a.ndim == 0:
         return np.array(a, copy=True)
+    if (
+        op == "logaddexp"
+        and _native_logcumsumexp is not None
+        and (a.dtype is _F32 or a.dtype is _F64)
+        and (axis == -1 or axis == a.ndim - 1)
+        and 0 < a.size <= _HOST_SORT_MAX
+        and a.flags.c_contiguous
+    ):
+        return _native_logcumsumexp(a)
     x = _compute(a)
     return _SCANS[op].accumulate(x, axis=axis).astype(a.dtype, copy=False)
 
@@ -111,7 +181,7 @@ _NATIVE_RUNNING = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int
 
 
 def running_extreme(op: str, a: BackendArray, axis: int) -> tuple[BackendArray, BackendArray]:
-    declared.running_extreme(op, a, axis)
+    _check_running_extreme(op, a, axis)
     if a.ndim == 0:
         np.cumsum(a, axis=axis)  # checks the axis as NumPy does for a 0-d array
         return a.copy(), np.zeros((), np.int64)
@@ -124,6 +194,8 @@ def running_extreme(op: str, a: BackendArray, axis: int) -> tuple[BackendArray, 
         and x.flags.c_contiguous
     ):
         values, indices = _native_running_extreme(op == "max", x)
+        if x is a:  # (not widened from float16: nothing to narrow)
+            return values, indices
     else:
         values, indices = _running_extreme(op, x, axis)
     return values.astype(a.dtype, copy=False), indices
@@ -143,15 +215,17 @@ def _running_extreme(op, x, axis):
     return np.take_along_axis(x, indices, axis=axis), indices
 
 
-# the seam's shared checks, looked up once (``declared.<name>`` is a lookup per call)
-_check_searchsorted = declared.searchsorted
-_check_bincount = declared.bincount
+def search_row(boundaries: BackendArray, values: BackendArray, right: bool) -> BackendArray:
+    """``searchsorted`` for 1-d ``boundaries`` of ``values``' dtype (what it checks, checked): one binary
+    search per value, NumPy's (the method: np.searchsorted adds a layer); ops/sort.py calls it directly
+    for a CPU tensor."""
+    return np.asarray(boundaries.searchsorted(values, side="right" if right else "left"), dtype=np.int64)
 
 
 def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) -> BackendArray:
     _check_searchsorted(boundaries, values, right)
-    if boundaries.ndim == 1:  # one binary search per value, NumPy's (the method: np.searchsorted adds a layer)
-        return np.asarray(boundaries.searchsorted(values, side="right" if right else "left"), dtype=np.int64)
+    if boundaries.ndim == 1:
+        return search_row(boundaries, values, right)
     # rows of boundaries: the boundaries below each value of the row counted (the CUDA backend's way), a
     # NaN value last, as a binary search puts it
     b, v = _compute(boundaries)[..., None, :], _compute(values)[..., None]
@@ -159,6 +233,18 @@ def searchsorted(boundaries: BackendArray, values: BackendArray, right: bool) ->
     if v.dtype.kind == "f":
         counts[values != values] = boundaries.shape[-1]
     return counts
+
+
+def count_slots(slots: BackendArray, minlength: int) -> BackendArray | None:
+    """ops/reduce.py's bincount of non-empty 1-d int64 ``slots`` without weights: how often each of
+    0..max(max(slots), minlength - 1) occurs, NumPy's count in one call (which finds the largest itself);
+    None where a slot is negative (or ``minlength`` is), for the op's checks to name."""
+    if not slots.size:
+        return None
+    try:
+        return np.bincount(slots, minlength=minlength)
+    except (ValueError, TypeError):  # (a minlength of another type too: the op's path decides)
+        return None
 
 
 def bincount(slots: BackendArray, size: int) -> BackendArray:

@@ -1,0 +1,330 @@
+"""The direct lanes of the factories and random draws (registry.py ``direct=``, dispatch.py
+``_DIRECT_SOURCE``): a call they take gives what the op's forward gives, bit for bit (dtype, shape,
+strides, values, the generator's offset after it, the version counter of an in-place draw), and every
+switch still sees the call: a hook closes the lanes, the primitive observer (profiler, capture) sees the
+forward's primitives, errors are the forward's named ones, NumPy's error state is the caller's."""
+
+import importlib
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import adcuda as t
+from adcuda.errors import AdcudaError, AutogradError, InvalidArgumentError, ShapeError
+from adcuda.ops import dispatch, registry
+from adcuda.profiler import profile
+
+F = t.nn.functional
+DIRECT = sorted(o.name for o in registry.all_ops() if o.direct is not None)
+_tensor_module = importlib.import_module("adcuda.tensor")  # (adcuda.tensor is the factory function)
+
+
+class _Watch:
+    """A hook that passes op calls on: attached, it closes every lane."""
+
+    def __init__(self):
+        self.seen = []
+
+    def around_op(self, name, op, call, args, kwargs):
+        self.seen.append(name)
+        return call(*args, **kwargs)
+
+
+class _Observed:
+    """A stand-in backend passing every primitive through, as the profiler's and capture's do."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+def _scope():
+    x = t.tensor([[0.5, -1.0, 2.0], [0.0, -0.0, 3.5]])
+    return {
+        "t": t,
+        "F": F,
+        "np": np,
+        "x": x,
+        "x64": x.double(),
+        "xi": x.long(),
+        "s32": t.zeros(3, 5),
+        "s64": t.zeros(3, 5, dtype=t.float64),
+        "big": t.zeros(17, 19),
+        "ints": t.zeros(4, 3, dtype=t.int64),
+        "prob": t.tensor([[0.0, 0.3, 1.0], [0.5, 0.99, 0.01]]),
+        "array": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "gen": t.Generator().manual_seed(11),
+    }
+
+
+CALLS = [
+    "t.zeros(2, 3)",
+    "t.zeros((2, 3), dtype=t.int32)",
+    "t.zeros(t.Size([4]))",
+    "t.zeros([0, 3])",
+    "t.zeros(())",
+    "t.ones(3, dtype=t.float16)",
+    "t.ones(2, 2, dtype=t.bool)",
+    "t.empty(2, 3).shape",
+    "t.zeros_like(x)",
+    "t.ones_like(xi)",
+    "t.full_like(x, 2.5)",
+    "t.full_like(xi, 2.5)",
+    "t.zeros_like(x.t())",
+    "t.empty_like(x64).dtype",
+    "t.full((2, 3), 7)",
+    "t.full([2], 1.5, dtype=t.float64)",
+    "t.full(3, True)",
+    "t.scalar_tensor(2)",
+    "t.scalar_tensor(2.5, dtype=t.int64)",
+    "x.new_zeros((2, 2))",
+    "xi.new_ones(3)",
+    "x.new_empty(2, 1).dtype",
+    "x.new_full((2,), 3)",
+    "x.new(2, 3).shape",
+    "x.new()",
+    "x.new((1, 2))",
+    "t.eye(3)",
+    "t.eye(2, 4, dtype=t.int64)",
+    "t.eye(4, 2)",
+    "t.eye(0, 3)",
+    "t.arange(8)",
+    "t.arange(2, 11, 3)",
+    "t.arange(5, -4, -2)",
+    "t.arange(3, dtype=t.float32)",
+    "t.arange(0.5, 3)",
+    "t.from_numpy(array)",
+    "t.tensor([[1.5, 2], [3, 4]])",
+    "t.tensor([1, 2], dtype=t.float64)",
+    "t.tensor([True, 2.5], dtype=t.int32)",
+    "t.tensor([])",
+    "t.tensor((1e40, -1e40))",
+    "x.new_tensor([1, 2])",
+    "xi.new_tensor([[1.5, 2.5]])",
+    "x.new_tensor([1.5], dtype=t.int64)",
+    "t.linspace(0, 1, 8)",
+    "t.linspace(-2.5, 3, 1)",
+    "t.linspace(1, 1, 5, dtype=t.float64)",
+    "t.linspace(-1e20, 3e25, 70)",
+    "t.logspace(0, 1, 8)",
+    "t.logspace(-3, 2, 6, base=2.0)",
+    "t.logspace(-45, -38, 4)",
+    "t.rand(2, 3)",
+    "t.rand(4, dtype=t.float64)",
+    "t.rand(3, dtype=t.float16)",
+    "t.rand(2, 2, generator=gen)",
+    "t.randn(3, 4)",
+    "t.randn((2, 2), dtype=t.float64)",
+    "t.rand_like(x)",
+    "t.randn_like(x64)",
+    "t.randint(0, 8, (3, 4))",
+    "t.randint(-5, 2**40, [5])",
+    "t.randint(10, (3,))",
+    "t.randint_like(x, 8)",
+    "t.randint_like(xi, 3, 9)",
+    "t.randperm(0)",
+    "t.randperm(9)",
+    "t.randperm(300)",
+    "t.bernoulli(prob)",
+    "t.bernoulli(prob.double())",
+    "t.bernoulli(prob, 0.3)",
+    "s32.normal_()",
+    "s64.normal_(1.5, 2.0)",
+    "big.normal_(generator=gen)",
+    "s32.uniform_(-2, 3)",
+    "s32.uniform_(**{'from': 1.0, 'to': 4.0})",
+    "s32.bernoulli_(0.3)",
+    "s64.bernoulli_(1)",
+    "s32.exponential_()",
+    "s64.exponential_(2.5)",
+    "big.exponential_(0.5)",
+    "s32.geometric_(0.3)",
+    "s64.geometric_(0.05)",
+    "s32.cauchy_()",
+    "s64.cauchy_(1.0, 2.0)",
+    "big.cauchy_(-3.0)",
+    "s32.cauchy_(0.0, 0.5)",
+    "s32.log_normal_()",
+    "s64.log_normal_(0.5, 0.25)",
+    "big.log_normal_(80.0, 5.0)",
+    "s32.random_(0, 100)",
+    "ints.random_(-3, 3)",
+    "s64.random_(7)",
+    "t.normal(x, x.abs())",
+    "t.normal(x64, x64.abs() * 3)",
+    "t.normal(big.normal_(), big.abs())",
+    "t.normal(x, 1.0)",
+    "t.normal(2.0, 3.0, (4,))",
+    "F.rrelu(x, training=True)",
+    "F.rrelu(x64, 0.1, 0.9, True)",
+    "F.rrelu(big.normal_(), training=True)",
+]
+
+
+def _run(call, mode):
+    """The call's result (as an array) and the default generator's offset after it: ``mode`` "lane"
+    (nothing attached), "hook" (a hook attached: the forward) or "observed" (the primitive observer)."""
+    scope = _scope()
+    t.manual_seed(5)
+    watch, previous = _Watch(), None
+    if mode == "hook":
+        dispatch.add_hook(watch)
+    elif mode == "observed":
+        previous = _tensor_module.set_primitive_observer(_Observed)
+    try:
+        out = eval(call, scope)  # noqa: S307 (the calls above)
+    finally:
+        if mode == "hook":
+            dispatch.remove_hook(watch)
+        elif mode == "observed":
+            _tensor_module.set_primitive_observer(previous)
+    offset = t.default_generator.get_state()
+    if isinstance(out, t.Tensor):
+        arr = out.numpy()
+        return (str(out.dtype), out.shape, out.stride(), out.requires_grad, arr.tobytes(), offset), watch.seen
+    return (out, offset), watch.seen
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_a_direct_call_gives_what_the_forward_gives(call):
+    lane, _ = _run(call, "lane")
+    general, seen = _run(call, "hook")
+    assert seen  # the hook saw the op call: the lanes were closed
+    assert lane == general
+    assert lane == _run(call, "observed")[0]
+
+
+def test_the_calls_cover_every_direct_lane():
+    named = {name for name in DIRECT if any(re.search(rf"(?<!\w){name}\(", call) for call in CALLS)}
+    assert named == set(DIRECT)
+
+
+def test_a_direct_lane_is_only_for_an_op_that_records_nothing():
+    with pytest.raises(ValueError, match="direct"):
+        registry.op("direct_lane_probe", doc="x", grads={"x": lambda grad: grad}, node="X", direct=lambda x: x)(
+            lambda x: x
+        )
+
+
+def test_in_place_draws_bump_the_version_and_return_self():
+    x = t.zeros(4, 4)
+    for call in (
+        lambda: x.normal_(),
+        lambda: x.exponential_(),
+        lambda: x.geometric_(0.5),
+        lambda: x.cauchy_(),
+        lambda: x.log_normal_(),
+        lambda: x.random_(0, 4),
+    ):
+        before = x._version.value
+        assert call() is x
+        assert x._version.value == before + 1
+
+
+def test_the_lanes_leave_grad_and_history_to_the_forward():
+    leaf = t.zeros(3, requires_grad=True)
+    for call in (leaf.normal_, leaf.exponential_, leaf.cauchy_, lambda: leaf.random_(0, 3)):
+        with pytest.raises(AutogradError):
+            call()
+    made = t.zeros(2, 2, requires_grad=True)
+    assert made.requires_grad and made.is_leaf
+    with pytest.raises(AdcudaError):
+        t.zeros(2, dtype=t.int64, requires_grad=True)
+    y = leaf * 2
+    z = F.rrelu(y, training=True)
+    assert z.requires_grad and z.grad_fn is not None
+
+
+def test_errors_are_the_forwards_and_nothing_is_drawn_first():
+    with pytest.raises(ShapeError):
+        t.zeros(2, -1)
+    with pytest.raises(ShapeError):
+        t.tensor([[1], [2, 3]])
+    with pytest.raises(AdcudaError):
+        t.tensor([2**70])
+    with pytest.raises(InvalidArgumentError):
+        t.full((2,), 1e40, dtype=t.float16)
+    t.manual_seed(0)
+    state = t.default_generator.get_state()
+    with pytest.raises(ValueError):
+        t.bernoulli(t.tensor([0.5, 1.5]))
+    with pytest.raises(ValueError):
+        t.bernoulli(t.tensor([0.5, float("nan")]))
+    with pytest.raises(ValueError):
+        t.zeros(3).normal_(0.0, -1.0)
+    with pytest.raises(ValueError):
+        t.zeros(3).geometric_(1.5)
+    assert t.default_generator.get_state() == state
+
+
+def test_numpy_error_state_is_the_callers():
+    with np.errstate(all="raise"):
+        t.logspace(-45, -38, 4)  # float32 underflow in the cast
+        t.zeros(3).log_normal_(80.0, 5.0)  # exp overflows to inf
+        t.zeros(3).cauchy_()
+        t.linspace(-1e20, 3e25, 9)
+        assert np.geterr()["over"] == "raise"
+
+
+def test_the_profiler_sees_each_call():
+    with profile() as prof:
+        t.zeros(2, 3)
+        t.zeros(2, 3).normal_()
+    names = [e.name for e in prof.events()]
+    assert names.count("zeros") == 2 and "normal_" in names
+    assert dispatch._plain
+
+
+def _forward_ran(name, call):
+    """Whether op ``name``'s forward ran during ``call`` (eval'd with nothing attached)."""
+    code = registry.get(name).forward.__code__
+    entered = []
+
+    def watch(frame, event, arg):
+        if event == "call" and frame.f_code is code:
+            entered.append(True)
+
+    scope = _scope()
+    sys.setprofile(watch)
+    try:
+        eval(call, scope)  # noqa: S307 (the calls below)
+    finally:
+        sys.setprofile(None)
+    return bool(entered)
+
+
+@pytest.mark.parametrize("name", DIRECT)
+def test_the_lane_takes_the_common_call(name):
+    # the bench's call of each op (benchmarks/dispatch_ops.py) takes its lane, not the forward
+    call = next(c for c in CALLS if re.search(rf"(?<!\w){name}\(", c))
+    assert not _forward_ran(name, call)
+    hooked = _Watch()
+    dispatch.add_hook(hooked)
+    try:
+        assert _forward_ran(name, call)
+    finally:
+        dispatch.remove_hook(hooked)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [[1, 2], [1.5, 2], [True, False], [True, 1], [[1, 2], [3, 4.5]], [], [[]], [(1, 2), (3, 4)], [1, np.float64(2)]],
+)
+def test_tensor_infers_plain_data_as_pytorch(data):
+    import torch
+
+    made, expected = t.tensor(data), torch.tensor(data)
+    assert str(made.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1]
+    assert made.tolist() == expected.tolist()
+
+
+def test_tensor_owns_its_memory():
+    array = np.zeros(3, np.float32)
+    data = [1.0, 2.0]
+    made, copied = t.tensor(data), t.tensor(array)
+    array[0] = 5.0
+    assert copied.tolist() == [0.0, 0.0, 0.0] and made.tolist() == data
