@@ -123,3 +123,27 @@ def native_and_numpy(monkeypatch, backend_module, fn, *args):
         m.setattr(backend_module, "_NATIVE", None)
         reference = fn(*args)
     return native, reference
+
+
+class _WatchOps:
+    """A dispatch hook that only passes op calls on: attached, it closes the fast lanes and plain cases
+    (every call takes the op's general path) and notes the ops it saw."""
+
+    def __init__(self):
+        self.seen = []
+
+    def around_op(self, name, op, call, args, kwargs):
+        self.seen.append(name)
+        return call(*args, **kwargs)
+
+
+def general_path(fn):
+    """``(fn(), the ops it called)`` with a hook attached: the general path of each op call in it."""
+    from adcuda.ops import dispatch
+
+    watch = _WatchOps()
+    dispatch.add_hook(watch)
+    try:
+        return fn(), watch.seen
+    finally:
+        dispatch.remove_hook(watch)

@@ -713,6 +713,89 @@ case(
     ShapeError,
 )
 case("matmul", "shapes that do not multiply", lambda bk, A: bk.matmul(A(X), A(X)), ShapeError)
+PAIRS = np.array([[0.0, 1.0, -2.0], [3.0, 1.0, 2.0], [0.0, -1.0, -2.0]], np.float32)  # rows 0 and 2 differ by 1 place
+
+
+def _pair_norms(x, p):
+    diffs = [x[i] - x[j] for i in range(len(x)) for j in range(i + 1, len(x))]
+    return [np.count_nonzero(d) if p == 0 else np.sum(np.abs(d) ** p) ** (1 / p) for d in diffs]
+
+
+for p in (0.0, 1.0, 2.0, 3.5):
+    case(
+        "pdist",
+        f"p={p}: the pairs in row-major order",
+        lambda bk, A, p=p: bk.pdist(A(PAIRS), p),
+        ok(F32, (3,), _pair_norms(PAIRS, p)),
+    )
+case(
+    "pdist",
+    "float64, a strided matrix, float16 (computed in fp32)",
+    lambda bk, A: (
+        bk.pdist(bk.permute(A(PAIRS.T.astype(np.float64).copy()), (1, 0)), 2.0),
+        bk.pdist(A(PAIRS.astype(np.float16)), 1.0),
+    ),
+    (ok(F64, (3,), _pair_norms(PAIRS, 2.0)), ok(F16, (3,), _pair_norms(PAIRS, 1.0))),
+)
+case(
+    "pdist",
+    "one row, no rows: no pairs",
+    lambda bk, A: (bk.pdist(A(PAIRS[:1]), 2.0), bk.pdist(A(PAIRS[:0]), 2.0)),
+    (ok(F32, (0,)), ok(F32, (0,))),
+)
+case(
+    "pdist",
+    "inf - inf is NaN, which p = 0 gives as PyTorch",
+    lambda bk, A: bk.pdist(A(np.array([[np.inf, 1.0], [np.inf, 1.0]], np.float32)), 0.0),
+    ok(F32, (1,), [np.nan]),
+)
+case("pdist", "a vector", lambda bk, A: bk.pdist(A(VEC), 2.0), ShapeError)
+for p in (0.0, 1.0, 2.0, 3.5):
+    case(
+        "cdist",
+        f"p={p}: each row of x1 to each of x2",
+        lambda bk, A, p=p: bk.cdist(A(PAIRS[None]), A(PAIRS[None, :2]), p),
+        ok(F32, (1, 3, 2), [[[_pair_norms(np.stack([a, b]), p)[0] for b in PAIRS[:2]] for a in PAIRS]]),
+    )
+case(
+    "cdist",
+    "batches, float64, float16 (computed in fp32), no rows",
+    lambda bk, A: (
+        bk.cdist(A(X3.astype(np.float64)), A(X3[:, :1].astype(np.float64)), 2.0),
+        bk.cdist(A(X3.astype(np.float16)), A(X3.astype(np.float16)), 1.0),
+        bk.cdist(A(X3[:, :0]), A(X3), 2.0),
+    ),
+    (
+        ok(F64, (2, 3, 1), np.linalg.norm(X3.astype(np.float64)[:, :, None] - X3[:, None, :1], axis=-1)),
+        ok(F16, (2, 3, 3)),
+        ok(F32, (2, 0, 3)),
+    ),
+)
+case("cdist", "batches that differ", lambda bk, A: bk.cdist(A(X3), A(X3[:1]), 2.0), ShapeError)
+case("cdist", "two dtypes", lambda bk, A: bk.cdist(A(X3), A(X3.astype(np.float64)), 2.0), DTypeError)
+case("cdist", "an infinite p", lambda bk, A: bk.cdist(A(X3), A(X3), float("inf")), ValueError)
+case(
+    "cross",
+    "along the middle axis and the last, float64, a strided operand",
+    lambda bk, A: (
+        bk.cross(A(X3[:, :, :3].copy()), A(X3[:, :, 1:].copy()), 2),
+        bk.cross(A(X3[:, :, :2].astype(np.float64)), bk.slice(A(X3[:, :, 2:].astype(np.float64)), (Ellipsis,)), 1),
+    ),
+    (
+        ok(F32, (2, 3, 3), np.cross(X3[:, :, :3], X3[:, :, 1:], axis=2)),
+        ok(F64, (2, 3, 2), np.cross(X3[:, :, :2].astype(np.float64), X3[:, :, 2:].astype(np.float64), axis=1)),
+    ),
+)
+case(
+    "cross",
+    "integers, empty",
+    lambda bk, A: (bk.cross(A(I[:, :3]), A(I[::-1].copy()), -1), bk.cross(A(E), A(E), 1)),
+    (ok(I64, (2, 3), np.cross(I, I[::-1])), ok(F32, (0, 3))),
+)
+case("cross", "an axis not of size 3", lambda bk, A: bk.cross(A(X3), A(X3), 2), ShapeError)
+case("cross", "two shapes", lambda bk, A: bk.cross(A(X), A(X[:1]), 1), ShapeError)
+case("pdist", "an integer matrix", lambda bk, A: bk.pdist(A(I), 2.0), DTypeError)
+case("pdist", "an infinite p (the ops layer's)", lambda bk, A: bk.pdist(A(PAIRS), float("inf")), ValueError)
 
 # ---- fused NN primitives
 for axis in (0, -1, -3):
@@ -2200,6 +2283,9 @@ def _trait_samples():
         "reduce": ((a,), lambda a: cpu.reduce("sum", a, (1,), False)),
         "scan": ((a,), lambda a: cpu.scan("max", a, 1)),
         "matmul": ((a, b.T.copy()), lambda a, b: cpu.matmul(a, b)),
+        "pdist": ((a,), lambda a: cpu.pdist(a, 2.0)),
+        "cdist": ((a[None], b[None]), lambda a, b: cpu.cdist(a, b, 2.0)),
+        "cross": ((a[:, :3].copy(), b[:, :3].copy()), lambda a, b: cpu.cross(a, b, 1)),
         "full": ((), lambda: cpu.full((2, 3), 1.5, float32)),
         "arange": ((), lambda: cpu.arange(0, 5, 1, float32)),
         "astype": ((a,), lambda a: cpu.astype(a, float32)),

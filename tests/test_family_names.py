@@ -61,7 +61,6 @@ BORROWS = {
     ("index", "layout"): "nonzero stacks its coordinate columns with cat",
     ("index", "reduce"): "trace sums its diagonal view",
     ("layout", "resample"): "pad is a layout op to the user; its constant/reflect/replicate kernels are resample's",
-    ("gemm", "index"): "cross gathers its operands' rotated components in one index call each",
     ("gemm", "reduce"): "linear's bias gradient is a sum over rows",
     ("gemm", "layout"): "vander joins its columns with cat",
     ("gemm", "sort"): "vander's powers are a running product of its columns",

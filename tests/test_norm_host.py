@@ -144,3 +144,68 @@ def test_batch_norm_forward_and_backward_match_numpy(monkeypatch, dtype, affine,
     native, reference = _batch_norm_both(monkeypatch, cpu_norm.batch_norm_backward, g, x, weight, mean, rstd)
     assert (native[1] is None) == (reference[1] is None) == (weight is None)
     _assert_close([a for a in native if a is not None], [a for a in reference if a is not None], dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 0.5, 3.0])
+def test_pair_distances_match_numpy_and_pytorch(dtype, p):
+    import torch
+
+    from adcuda.backends.cpu import gemm as cpu_gemm
+
+    assert cpu_gemm._PDIST is not None, "the host module was built without cpu_pdist"
+    rng = np.random.default_rng(3)
+    for n, m in ((6, 5), (1, 3), (0, 2), (9, 0), (4, 40)):
+        x = rng.standard_normal((n, m)).astype(dtype)
+        if x.size > 4:
+            x[1, 0], x[2, 1] = np.nan, np.inf
+            x[0] = x[3]  # a zero distance
+        native = cpu_gemm.pdist(x, p)
+        reference = cpu_gemm.pdist_reference(x, p)
+        assert native.dtype == reference.dtype == x.dtype and native.shape == reference.shape == (n * (n - 1) // 2,)
+        tolerance = dict(rtol=2e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+        np.testing.assert_allclose(native, reference, **tolerance)
+        np.testing.assert_allclose(native, torch.pdist(torch.from_numpy(x), p).numpy(), **tolerance)
+    big = np.full((2, 2), 1e30, dtype)
+    big[1] = -1e30  # a square past float32's range: inf, as PyTorch's
+    np.testing.assert_array_equal(cpu_gemm.pdist(big, 2.0), torch.pdist(torch.from_numpy(big)).numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_products_match_numpy(dtype):
+    from adcuda.backends.cpu import gemm as cpu_gemm
+
+    assert cpu_gemm._CROSS is not None, "the host module was built without cpu_cross"
+    rng = np.random.default_rng(4)
+    for shape, axis in (((5, 3), 1), ((3,), 0), ((2, 3, 4), 1), ((4, 2, 3), -1), ((0, 3), 1), ((3, 0), 0)):
+        a, b = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+        if a.size:
+            a.flat[0], b.flat[1] = np.inf, np.nan
+        native = cpu_gemm.cross(a, b, axis)
+        reference = cpu_gemm.cross_reference(a, b, axis % a.ndim)
+        assert native.dtype == reference.dtype == a.dtype and native.shape == reference.shape
+        np.testing.assert_array_equal(native, reference, strict=True)  # the same roundings, bit for bit
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 0.5, 3.0])
+def test_row_distances_match_numpy_and_pytorch(dtype, p):
+    import torch
+
+    from adcuda.backends.cpu import gemm as cpu_gemm
+
+    rng = np.random.default_rng(5)
+    for b, n, r, m in ((2, 5, 4, 3), (1, 1, 6, 8), (3, 0, 2, 2), (1, 3, 3, 0), (1, 2, 2, 40)):
+        x1, x2 = rng.standard_normal((b, n, m)).astype(dtype), rng.standard_normal((b, r, m)).astype(dtype)
+        if min(n, r, m) >= 2:
+            x1[0, 0, 0], x2[0, 1, 1] = np.nan, np.inf
+            x2[0, 0] = x1[0, 1]  # a zero distance
+        native = cpu_gemm.cdist(x1, x2, p)
+        reference = cpu_gemm.cdist_reference(x1, x2, p)
+        assert native.dtype == reference.dtype == x1.dtype and native.shape == reference.shape == (b, n, r)
+        tolerance = dict(rtol=2e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+        np.testing.assert_allclose(native, reference, **tolerance)
+        expected = torch.cdist(
+            torch.from_numpy(x1), torch.from_numpy(x2), p, compute_mode="donot_use_mm_for_euclid_dist"
+        )
+        np.testing.assert_allclose(native, expected.numpy(), **tolerance)

@@ -99,6 +99,9 @@ Conventions (NumPy's, which the CPU backend inherits and the CUDA backend follow
 | `triu(a, k)` | upper triangle of the last two dims (at least 2) |
 | **linear algebra** | |
 | `matmul(a, b, bias=None, activation=None, save_preactivation=False)` | batched matrix product of arrays of 2 dims or more, batch dims broadcast, in ``a``'s dtype (floating point on CUDA, integers too on the CPU); a vector ``b`` (K,) gives the matrix-vector product (..., M), with no epilogue; the fused epilogue adds ``bias`` (N,), applies ``activation`` (None or ``"gelu_tanh"``) and with ``save_preactivation`` returns ``(out, a @ b + bias)`` |
+| `pdist(x, p)` | the p-norms (finite ``p`` >= 0) of the differences of the rows ``i < j`` of the matrix ``x`` (N, M), pairs in row-major order -> (N (N - 1) / 2,) in x's dtype (half types computed in fp32) |
+| `cdist(x1, x2, p)` | the p-norms (finite ``p`` >= 0) of the differences of each row of ``x1`` (B, P, M) and each row of ``x2`` (B, R, M), of one dtype -> (B, P, R) (half types computed in fp32) |
+| `cross(a, b, axis)` | the cross products of the 3-vectors along ``axis`` (of size 3) of ``a`` and ``b`` (one shape and dtype): ``a[1] b[2] - a[2] b[1]``, ... |
 | **fused NN primitives** (floating point arrays; half types computed in fp32) | |
 | `softmax(a, axis, log)` | (log-)softmax along ``axis`` |
 | `softmax_backward(y, g, axis, log)` | its gradient from the output ``y`` (of ``g``'s shape), in ``g``'s dtype |

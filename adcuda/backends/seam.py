@@ -87,6 +87,9 @@ PRIMITIVES = (
     "tril",
     "triu",
     "matmul",
+    "pdist",
+    "cdist",
+    "cross",
     "softmax",
     "softmax_backward",
     "classifier_loss",
@@ -486,6 +489,43 @@ def matmul(
         raise ShapeError(f"matmul: the epilogue needs a matrix b, got shape {fmt_shape(b.shape)}")
     if bias is not None and tuple(bias.shape) != (b.shape[-1],):
         raise ShapeError(f"matmul: the bias must have shape ({b.shape[-1]},), got {fmt_shape(bias.shape)}")
+
+
+@primitive(fresh=True, pure=True)
+def pdist(x: BackendArray, p: float) -> None:
+    _require_floating("pdist", x)
+    if x.ndim != 2:
+        raise ShapeError(f"pdist: expected a matrix (N, M), got shape {fmt_shape(x.shape)}")
+    if not 0 <= p < float("inf"):
+        raise ValueError(f"pdist: p must be finite and non-negative, got {p}")
+
+
+@primitive(fresh=True, pure=True)
+def cdist(x1: BackendArray, x2: BackendArray, p: float) -> None:
+    """(the ops layer broadcasts the batch dims to one and promotes nothing)"""
+    _require_floating("cdist", x1)
+    if x1.ndim != 3 or x2.ndim != 3 or x1.shape[0] != x2.shape[0] or x1.shape[2] != x2.shape[2]:
+        raise ShapeError(
+            f"cdist: expected (B, P, M) and (B, R, M), got {fmt_shape(x1.shape)} and {fmt_shape(x2.shape)}"
+        )
+    if _dtype_name(x1.dtype) != _dtype_name(x2.dtype):
+        raise DTypeError(
+            f"cdist: x1 and x2 must have one dtype, got {_dtype_name(x1.dtype)} and {_dtype_name(x2.dtype)}"
+        )
+    if not 0 <= p < float("inf"):
+        raise ValueError(f"cdist: p must be finite and non-negative, got {p}")
+
+
+@primitive(fresh=True, pure=True)
+def cross(a: BackendArray, b: BackendArray, axis: int) -> None:
+    """(the ops layer broadcasts a and b to one shape and promotes nothing)"""
+    if tuple(a.shape) != tuple(b.shape) or _dtype_name(a.dtype) != _dtype_name(b.dtype):
+        raise ShapeError(
+            f"cross: a and b must have one shape and dtype, got {fmt_shape(a.shape)} {_dtype_name(a.dtype)} "
+            f"and {fmt_shape(b.shape)} {_dtype_name(b.dtype)}"
+        )
+    if not -a.ndim <= axis < a.ndim or a.shape[axis] != 3:
+        raise ShapeError(f"cross: axis {axis} of shape {fmt_shape(a.shape)} must have size 3")
 
 
 # the norms (kernels/norm.cu): weight and bias (and per-channel statistics) of the normalised shape

@@ -6,22 +6,21 @@ the primitive (kernels/attention_dropout.cuh: one Philox counter layout on both 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DTypeError, ShapeError, fmt_shape
 from ..random import default_generator
-from ..tensor import primitives
+from ..tensor import Tensor, primitives
+from . import dispatch
 from .common import broadcast_shapes, check_float, check_same_device, check_tensor, dense, wrap
 from .elementwise import where
 from .factories import ones
 from .random import dropout
 from .registry import ReplayKeep, get, lowering, op
 from .softmax_loss import softmax
-
-if TYPE_CHECKING:
-    from ..types import Tensor
 
 
 @op(
@@ -43,6 +42,12 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     enable_gqa: bool = False,
 ) -> Tensor:
+    if attn_mask is None and dropout_p == 0.0 and not enable_gqa and _plain(query, key, value):
+        # the plain case, found in one test on the arrays: it passes every check below and records nothing
+        e = query._data.shape[-1]
+        if scale is None:
+            scale = 1.0 / math.sqrt(e) if e else 1.0
+        return _attention_fused(query, key, value, None, is_causal, scale, 0.0, 0, 0)[0]
     name = "scaled_dot_product_attention"
     for what, t in (("query", query), ("key", key), ("value", value)):
         check_float(name, what, t)
@@ -84,6 +89,38 @@ def scaled_dot_product_attention(
     if needs_grad(query, key, value):
         return attention_fused(*args)
     return _attention_fused(*args)[0]  # nothing to record: the forward alone, not the entry
+
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def _plain(query, key, value):
+    """Whether an attention call without mask, dropout or grouped heads is the plain case: no hook attached
+    (autocast, the profiler, capture), query, key and value CPU float32/float64 tensors of one dtype that
+    take no part in a graph, of one batch shape (nothing to broadcast), (..., L, E), (..., S, E) and
+    (..., S, Ev) with S > 0."""
+    if not (dispatch._plain and query.__class__ is Tensor and key.__class__ is Tensor and value.__class__ is Tensor):
+        return False
+    q, k, v = query._data, key._data, value._data
+    if not (
+        q.__class__ is np.ndarray
+        and k.__class__ is np.ndarray
+        and v.__class__ is np.ndarray
+        and (q.dtype is _F32 or q.dtype is _F64)
+        and k.dtype is q.dtype
+        and v.dtype is q.dtype
+        and q.ndim >= 2
+        and k.ndim == q.ndim == v.ndim
+        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+        and q.shape[-1] == k.shape[-1]
+        and k.shape[-2] == v.shape[-2] > 0
+        and query._device is key._device is value._device
+    ):
+        return False
+    for t in (query, key, value):
+        if t._requires_grad or t._grad_fn is not None or t._base is not None and t.grad_fn is not None:
+            return False
+    return True
 
 
 def _repeat_kv_heads(op, query, kv):

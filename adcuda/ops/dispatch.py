@@ -53,6 +53,7 @@ from ..autograd.graph import (
 )
 from ..backends.cpu.elementwise import float_operand as _float_operand  # noqa: F401 (the lanes')
 from ..backends.cpu.elementwise import plain_binary, plain_predicate, plain_scalars, plain_unary
+from ..backends.cpu.gemm import plain_add_product, plain_product
 from ..backends.cpu.index import plain_index
 from ..backends.cpu.reduce import plain_reduce
 from ..backends.float_errors import QUIET as _QUIET
@@ -419,6 +420,9 @@ _PLAIN_KERNELS = {
     "where": _LaneKind(plain_scalars, 3, dtypes="mask"),
     "predicate": _LaneKind(plain_predicate, 2, quiet=False, dtypes="any", wraps=False),
     "index": _LaneKind(plain_index, 1),
+    # the products (mm, bmm, dot, ...) and the add-a-product ops (addmm, ...: input first, beta and alpha 1)
+    "product": _LaneKind(plain_product, 2),
+    "add_product": _LaneKind(plain_add_product, 3),
 }
 
 
@@ -1360,8 +1364,8 @@ def _inplace_lane(op):
         return None
     kind = _PLAIN_KERNELS[op.plain]
     rule = op.dtypes
-    if kind.dtypes != "float" or kind.scalars or (rule is not None and rule.operands):
-        return None  # (the in-place path of those: a result of another dtype, parameters to check)
+    if kind.dtypes != "float" or kind.scalars or kind.tensors > 2 or (rule is not None and rule.operands):
+        return None  # (the in-place path of those: a result of another dtype, parameters to check; addmm_'s)
     kernel, n, quiet, floats = kind.kernel_of(op.name), kind.tensors, kind.quiet, kind.floats
 
     def lane(self, args):

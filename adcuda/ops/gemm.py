@@ -13,7 +13,7 @@ from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
-from .common import broadcast_shapes, check_same_device, constant, result_type, scalar_for, wrap, wrap_dim
+from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap, wrap_dim
 from .dtype_support import FLOATING, NUMBERS
 from .index import diagonal, index_key, triangle_coordinates
 from .layout import cat
@@ -38,6 +38,7 @@ def mm_nd(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "mv",
+    plain="product",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "vec"),
     doc="matrix input (n, m) @ vector vec (m,) as one product (the backends' matrix-vector form).",
     node="MvBackward0",
@@ -123,19 +124,26 @@ def _matmul(name, input, other):
     return out
 
 
+# matmul's and mm's declaration: composites (they record through mm_nd or mv) with the products' fast lane
+_COMPOSITE_PRODUCT: dict[str, Any] = {
+    "plain": "product",
+    "dtypes": NUMBERS.unless_empty(),
+    "composite": True,
+    "autocast": "lower",
+}
+
+
 @op(
     "matmul",
-    dtypes=NUMBERS.unless_empty(),
     doc="The matrix product: 1-D, 2-D and batched with broadcast batch dims.",
-    composite=True,
-    autocast="lower",
     operators=("__matmul__", "__rmatmul__"),
+    **_COMPOSITE_PRODUCT,
 )
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _matmul("matmul", input, other)
 
 
-@op("mm", dtypes=NUMBERS.unless_empty(), doc="The product of two matrices.", composite=True, autocast="lower")
+@op("mm", doc="The product of two matrices.", **_COMPOSITE_PRODUCT)
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if input.ndim != 2 or mat2.ndim != 2:
         raise ShapeError(f"mm: both arguments must be 2-D, got {fmt_shape(input.shape)} and {fmt_shape(mat2.shape)}")
@@ -144,6 +152,7 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
 
 @op(
     "bmm",
+    plain="product",
     dtypes=NUMBERS.unless_empty(),
     doc="The products of two batches of matrices (3-D, same batch size).",
     node="BmmBackward0",
@@ -201,6 +210,7 @@ def _dot(name, input, tensor):
 
 @op(
     "dot",
+    plain="product",
     dtypes=NUMBERS,
     doc="The inner product of two 1-D tensors.",
     node="DotBackward0",
@@ -213,6 +223,7 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
 
 @op(
     "vdot",
+    plain="product",
     doc="The inner product of two 1-D tensors, the first conjugated (dot, for real tensors).",
     node="VdotBackward0",
     grads={"input": lambda grad, other: grad * other, "other": lambda grad, input: grad * input},
@@ -223,6 +234,7 @@ def vdot(input: Tensor, other: Tensor) -> Tensor:
 
 @op(
     "addr",
+    plain="add_product",
     doc="beta * input + alpha * outer(vec1, vec2) (input ignored where beta is 0).",
     node="AddrBackward0",
     inplace=True,
@@ -265,6 +277,7 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
 
 @op(
     "outer",
+    plain="product",
     doc="The outer product of two 1-D tensors.",
     node="MulBackward0",  # PyTorch's outer is its mul of the two vectors' views
     aliases=("ger",),
@@ -483,6 +496,7 @@ def _scaled(t, factor):
 
 @op(
     "addmm",
+    plain="add_product",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "mat1", "mat2"),
     inplace=True,
     doc="beta * input + alpha * (mat1 @ mat2) for matrices mat1 and mat2.",
@@ -500,6 +514,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Number = 1, alpha:
 
 @op(
     "baddbmm",
+    plain="add_product",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     inplace=True,
     doc="beta * input + alpha * (batch1 @ batch2) for batches of matrices.",
@@ -674,6 +689,8 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
         raise ShapeError("einsum: at least one operand is needed")
     check_same_device("einsum", *operands)
     labels, out = _einsum_labels(equation, operands)
+    if len(operands) == 2 and _is_matrix_product(labels, out, operands):
+        return matmul(*operands)  # ('ij,jk->ik', 'bij,bjk->bik'): one product, none of the steps below
     terms = [_einsum_diagonal(t, ls) for t, ls in zip(operands, labels)]
 
     def needed_after(k):
@@ -695,6 +712,21 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     return result.permute(order) if order != sorted(order) else result
 
 
+def _is_matrix_product(labels, out, operands):
+    """Whether an einsum of two operands is their (batched) matrix product: the same batch labels and
+    sizes, (..., i, j) and (..., j, k) to (..., i, k) with i, j, k distinct and not batch labels."""
+    (a_labels, b_labels), (a, b) = labels, operands
+    n = len(a_labels)
+    if n < 2 or len(b_labels) != n or len(out) != n or len(set(a_labels)) != n or len(set(b_labels)) != n:
+        return False
+    i, j = a_labels[-2:]
+    batch = a_labels[:-2]
+    if b_labels != batch + [j, b_labels[-1]] or out != batch + [i, b_labels[-1]] or b_labels[-1] in a_labels:
+        return False
+    a_shape, b_shape = a._data.shape, b._data.shape
+    return a_shape[:-2] == b_shape[:-2] and a_shape[-1] == b_shape[-2] and a._data.dtype is b._data.dtype
+
+
 def _check_float_pair(name, x1, x2):
     for what, t in (("x1", x1), ("x2", x2)):
         if not isinstance(t, Tensor) or not t.dtype.is_floating_point:
@@ -713,6 +745,20 @@ def _check_float_pair(name, x1, x2):
     method=False,
 )
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    if x1.__class__ is Tensor and x2.__class__ is Tensor:
+        a, b = x1._data, x2._data
+        if (
+            a.ndim == 2 == b.ndim
+            and a.dtype is b.dtype  # (floating: the dtype rule checked x1)
+            and a.shape[1] == b.shape[1]
+            and x1._device is x2._device
+            and 0 <= p < math.inf
+            and not needs_grad(x1, x2)
+        ):
+            # two matrices of one dtype, the common call: the checks below pass, nothing to broadcast
+            bk = primitives(x1)
+            a, b = (bk.view(bk.contiguous(x), (1,) + x.shape) for x in (a, b))
+            return wrap(bk.view(bk.cdist(a, b, float(p)), (a.shape[1], b.shape[1])), x1._device)
     _check_float_pair("cdist", x1, x2)
     if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
         raise ShapeError(
@@ -722,10 +768,11 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     if p < 0:
         raise ValueError(f"cdist: p must be non-negative, got {p}")
     if math.isfinite(p) and not needs_grad(x1, x2):
-        bk, whole = primitives(x1), slice(None)
-        rows = bk.slice(x1._data, (Ellipsis, whole, None, whole))  # (..., P, 1, M) - (..., 1, R, M)
-        diff = bk.binary("sub", rows, bk.slice(x2._data, (Ellipsis, None, whole, whole)), result_type(x1, x2))
-        return _pnorm_of(diff, x1._device, p, -1, False)
+        # one primitive (a host loop on the CPU) over the batch dims broadcast and flattened
+        bk, dtype = primitives(x1), result_type(x1, x2)
+        batch = broadcast_shapes("cdist", x1._data.shape[:-2], x2._data.shape[:-2])
+        a, b = (_batch_of_matrices(t, dtype, batch) for t in (x1, x2))
+        return wrap(bk.view(bk.cdist(a, b, float(p)), batch + (a.shape[1], b.shape[1])), x1._device)
     # the direct difference (P x R x M values): exact, and 0 (not NaN) gradients where rows coincide;
     # compute_mode is accepted and the direct form always used
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
@@ -736,6 +783,18 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     return diff.norm(p, -1)
 
 
+def _batch_of_matrices(t, dtype, batch):
+    """``t``'s array (..., P, M) in ``dtype`` with its batch dims broadcast to ``batch``, as one contiguous
+    (prod(batch), P, M)."""
+    bk, data = primitives(t), t._data
+    if t.dtype is not dtype:
+        data = bk.astype(data, dtype)
+    matrix = tuple(data.shape[-2:])
+    if tuple(data.shape[:-2]) != batch:
+        data = bk.expand(data, batch + matrix)
+    return bk.view(bk.contiguous(data), (math.prod(batch),) + matrix)
+
+
 @op(
     "pairwise_distance",
     doc="The p-norm of x1 - x2 + eps along the last dim.",
@@ -744,6 +803,23 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_fo
     functional=True,
 )
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    if (
+        p == 2
+        and x1.__class__ is Tensor
+        and x2.__class__ is Tensor
+        and x1._data.shape == x2._data.shape
+        and x1._data.ndim
+        and x1._device is x2._device
+        and x1.dtype is x2.dtype
+        and x1.dtype in (dt.float32, dt.float64)
+        and not needs_grad(x1, x2)
+    ):
+        # the common call, two float32/float64 operands of one shape: the checks below pass, and the norm
+        # is the primitive calls pnorm's forward makes for p = 2, without its frames
+        bk, dtype, axis = primitives(x1), x1.dtype, (x1._data.ndim - 1,)
+        data = bk.binary("add", bk.binary("sub", x1._data, x2._data, dtype), eps, dtype)
+        total = bk.reduce("sum", bk.binary("mul", data, data, dtype), axis, keepdim)
+        return wrap(bk.unary("sqrt", total), x1._device)
     _check_float_pair("pairwise_distance", x1, x2)
     try:
         shape = broadcast_shapes("pairwise_distance", x1._data.shape, x2._data.shape)
@@ -778,6 +854,17 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
         raise ShapeError(
             f"cosine_similarity: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
         ) from None
+    if not needs_grad(x1, x2) and x1.dtype is x2.dtype and x1.dtype in (dt.float32, dt.float64):
+        # the same formula on the backend's arrays, the norms as pnorm's forward computes them for p = 2
+        bk, dtype, axis = primitives(x1), x1.dtype, (wrap_dim(dim, len(shape), "cosine_similarity"),)
+
+        def unit_of(t):
+            data = t._data if t._data.shape == shape else bk.expand(t._data, shape)
+            norm = bk.unary("sqrt", bk.reduce("sum", bk.binary("mul", data, data, dtype), axis, True))
+            return bk.binary("div", data, bk.clamp(norm, eps, None), dtype)
+
+        product = bk.binary("mul", unit_of(x1), unit_of(x2), dtype)
+        return wrap(bk.reduce("sum", product, axis, False), x1._device)
     if not needs_grad(x1, x2):
         # the same formula on the backend's arrays, pnorm's forward for the norms
         bk, device = primitives(x1), x1._device
@@ -806,6 +893,7 @@ def _check_mv_operands(name, input, vec):
 
 @op(
     "addmv",
+    plain="add_product",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "mat", "vec"),
     doc="beta * input + alpha * (mat @ vec).",
     node="AddmvBackward0",
@@ -823,6 +911,7 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Number = 1, alpha: N
 
 @op(
     "addbmm",
+    plain="add_product",
     dtypes=NUMBERS.unless_empty().one_dtype("input", "batch1", "batch2"),
     doc="beta * input + alpha * the sum over the batch of batch1[i] @ batch2[i].",
     node="AddbmmBackward0",
@@ -872,6 +961,15 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
     autocast="lower",
 )
 def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[int | Sequence[int]] = 2) -> Tensor:
+    if (
+        dims.__class__ is int
+        and a.__class__ is Tensor
+        and b.__class__ is Tensor
+        and a._data.ndim == 2 == b._data.ndim
+        and dims == 1
+        and a._data.shape[1] == b._data.shape[0]
+    ):
+        return mm(a, b)  # two matrices over one dim: their product, none of the reshapes below
     if isinstance(dims, Tensor):
         dims = dims.tolist()
     if isinstance(dims, int):
@@ -902,8 +1000,15 @@ def tensordot(a: Tensor, b: Tensor, dims: int | Sequence[int | Sequence[int]] = 
     return _reshaped(product, tuple(a.shape[i] for i in free_a) + tuple(b.shape[j] for j in free_b))
 
 
-@op("kron", doc="The Kronecker product of input and other.", composite=True)
+@op("kron", doc="The Kronecker product of input and other.", composite=True, plain="product")
 def kron(input: Tensor, other: Tensor) -> Tensor:
+    a, b = input._data, other._data
+    if a.ndim == b.ndim and a.dtype is b.dtype and input._device is other._device and not needs_grad(input, other):
+        # the common call (one rank, one dtype, nothing to record) in a few steps: the product of the
+        # interleaved views below, without padding either shape
+        P, whole = primitives(input), slice(None)
+        product = P.binary("mul", P.slice(a, (whole, None) * a.ndim), P.slice(b, (None, whole) * a.ndim), input.dtype)
+        return wrap(P.view(P.contiguous(product), tuple(x * y for x, y in zip(a.shape, b.shape))), input._device)
     n = max(input.ndim, other.ndim)
     a_dims = (1,) * (n - input.ndim) + tuple(input._data.shape)
     b_dims = (1,) * (n - other.ndim) + tuple(other._data.shape)
@@ -923,12 +1028,6 @@ def kron(input: Tensor, other: Tensor) -> Tensor:
     return wrap(P.view(P.contiguous(P.binary("mul", a, b, input.dtype)), out_shape), input._device)
 
 
-# the cross product's two rotations of the three components, c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0],
-# as one gather of each operand: a's first three and b's, then a's last three and b's
-_CROSS_TURNS = ((1, 2, 0, 2, 0, 1), (2, 0, 1, 1, 2, 0))
-_cross_turns_on: dict[Any, tuple[Any, ...]] = {}  # device -> the two as backend arrays there
-
-
 @op(
     "cross",
     dtypes=NUMBERS.one_dtype("input", "other"),
@@ -940,8 +1039,12 @@ _cross_turns_on: dict[Any, tuple[Any, ...]] = {}  # device -> the two as backend
     },
 )
 def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
-    check_same_device("cross", input, other)
-    shape = broadcast_shapes("cross", input._data.shape, other._data.shape)
+    a, b = input._data, other._data
+    shape = a.shape
+    if b.shape != shape or input._device is not other._device:
+        check_same_device("cross", input, other)
+        shape = broadcast_shapes("cross", a.shape, b.shape)
+        a, b = (t._data if t._data.shape == shape else primitives(t).expand(t._data, shape) for t in (input, other))
     if dim is None:
         dim = next((i for i, s in enumerate(shape) if s == 3), None)
         if dim is None:
@@ -952,22 +1055,28 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
             f"cross: dimension {dim} of input {fmt_shape(input.shape)} and other {fmt_shape(other.shape)} "
             "must have size 3"
         )
-    # one gather of each operand along dim, one product of the six, their halves subtracted: on the
-    # backend's arrays
-    P, dtype = primitives(input), input.dtype
-    turns = _cross_turns_on.get(input._device)
-    if turns is None:
-        turns = _cross_turns_on[input._device] = tuple(constant(t, dt.int64, input._device)._data for t in _CROSS_TURNS)
-    lead = (slice(None),) * d
-    a, b = (t._data if t._data.shape == shape else P.expand(t._data, shape) for t in (input, other))
-    products = P.binary("mul", P.index(a, lead + (turns[0],)), P.index(b, lead + (turns[1],)), dtype)
-    first, second = (P.slice(products, lead + (half,)) for half in (slice(0, 3), slice(3, 6)))
-    return wrap(P.binary("sub", first, second, dtype), input._device)
+    return wrap(primitives(input).cross(a, b, d), input._device)  # one primitive: a host loop on the CPU
 
 
 @op("dist", dtypes=FLOATING.of("input", "other"), doc="The p-norm of input - other.", composite=True)
 def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
-    broadcast_shapes("dist", input._data.shape, other._data.shape)
+    shape = broadcast_shapes("dist", input._data.shape, other._data.shape)
+    if math.isfinite(p) and p != 0 and input._device is other._device and not needs_grad(input, other):
+        # the distance of two rows: cdist's primitive (a host loop on the CPU) over the broadcast values
+        # (not for p = 0, whose count takes a NaN difference as nonzero in dist, as NaN in cdist)
+        bk, a, b = primitives(input), input._data, other._data
+        if a.dtype is not b.dtype:
+            dtype = result_type(input, other)
+            a, b = (t._data if t.dtype is dtype else bk.astype(t._data, dtype) for t in (input, other))
+        if a.shape != shape:
+            a = bk.expand(a, shape)
+        if b.shape != shape:
+            b = bk.expand(b, shape)
+        row = (1, 1, math.prod(shape))
+        return wrap(
+            bk.view(bk.cdist(bk.view(bk.contiguous(a), row), bk.view(bk.contiguous(b), row), float(p)), ()),
+            input._device,
+        )
     if math.isfinite(p) and input._device is other._device and not needs_grad(input, other):
         bk = primitives(input)
         diff = bk.binary("sub", input._data, other._data, result_type(input, other))
@@ -1027,16 +1136,13 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
         raise ShapeError(f"pdist: expected a 2-d input (N, M), got {getattr(input, 'shape', type(input).__name__)}")
     if p < 0:
         raise ValueError(f"pdist: p must be non-negative, got {p}")
-    # the pairs (i, j), i < j, in row-major order, as PyTorch lists them, made on the host from the
-    # size alone and sent once (as ops they were nine dispatches); the differences of the pairs only:
-    # no zero distance (the diagonal), whose norm has no gradient
     bk = primitives(input)
-    pairs = triangle_coordinates(input.shape[0], input.shape[0], 1, False)  # kept by size, read-only
     if math.isfinite(p) and not needs_grad(input):
-        # both rows of every pair in one gather (2, pairs, M), the halves subtracted
-        both = bk.index(input._data, (bk.from_numpy(pairs, dt.int64),))
-        diff = bk.binary("sub", bk.slice(both, (0,)), bk.slice(both, (1,)), input.dtype)
-        return _pnorm_of(diff, input._device, p, -1, False)
+        return wrap(bk.pdist(input._data, float(p)), input._device)  # one primitive: a host loop on the CPU
+    # the pairs (i, j), i < j, in row-major order, as PyTorch lists them, made on the host from the
+    # size alone and sent once; the differences of the pairs only: no zero distance (the diagonal), whose
+    # norm has no gradient
+    pairs = triangle_coordinates(input.shape[0], input.shape[0], 1, False)  # kept by size, read-only
     first, second = (bk.from_numpy(rows, dt.int64) for rows in pairs)
     return (index_key(input, (first,)) - index_key(input, (second,))).norm(p, -1)
 

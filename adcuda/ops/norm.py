@@ -13,8 +13,9 @@ from ..autograd import Function, is_grad_enabled, no_grad
 from ..autograd.graph import needs_grad
 from ..dtypes import finfo
 from ..errors import ShapeError, fmt_shape
-from ..tensor import primitives
+from ..tensor import Tensor, primitives
 from . import autocast as autocast_regions
+from . import dispatch
 from .common import check_float, check_same_device, dense, wrap
 from .dtype_support import FLOATING
 from .elementwise import rsqrt
@@ -22,7 +23,7 @@ from .mutation import write_untracked
 from .registry import ReplayKeep, get, lowering, op
 
 if TYPE_CHECKING:
-    from ..types import Sequence, Tensor
+    from ..types import Sequence
 
 
 def _affine_norm_grads(arrays, grad, weight, bias_shape):
@@ -66,6 +67,51 @@ def _normalized(normalized_shape):
     return tuple(int(s) for s in normalized_shape)
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def _plain(input, size, *params):
+    """Whether a norm's call is its plain case, in one test on the arrays (Tensor.shape and .dtype make
+    objects per read): no hook attached (autocast, the profiler, capture: ``dispatch._plain``), input a
+    CPU float32/float64 tensor that takes no part in a graph, each parameter absent or a CPU tensor of its
+    array dtype of shape ``(size,)`` that takes none either. Such a call passes every check of the op's
+    path and records nothing, so the norms call their primitive straight away."""
+    x = input._data if input.__class__ is Tensor else None
+    if not (
+        dispatch._plain
+        and x.__class__ is np.ndarray
+        and (x.dtype is _F32 or x.dtype is _F64)
+        and not (
+            input._requires_grad or input._grad_fn is not None or input._base is not None and input.grad_fn is not None
+        )
+    ):
+        return False
+    for p in params:
+        if p is not None and not (
+            p.__class__ is Tensor
+            and p._data.__class__ is np.ndarray
+            and p._data.dtype is x.dtype
+            and p._data.shape == (size,)
+            and p._device is input._device
+            and not (p._requires_grad or p._grad_fn is not None or p._base is not None and p.grad_fn is not None)
+        ):
+            return False
+    return True
+
+
+def _last_size(normalized_shape):
+    """The one size of a normalized_shape of one dim (an int, or a list or tuple of one int), else None."""
+    if normalized_shape.__class__ is int:
+        return normalized_shape
+    if (
+        normalized_shape.__class__ in (tuple, list)
+        and len(normalized_shape) == 1
+        and normalized_shape[0].__class__ is int
+    ):
+        return normalized_shape[0]
+    return None
+
+
 def _input_normalized_shape(name, input, normalized_shape):
     """layer_norm's and rms_norm's normalized_shape as a tuple, after checking that ``input`` is floating
     point and ends with that shape."""
@@ -101,6 +147,17 @@ def layer_norm(
     bias: Tensor | None = None,
     eps: float = 1e-5,
 ) -> tuple[Tensor, Tensor, Tensor]:
+    size = _last_size(normalized_shape)
+    if size is not None and input._data.shape[-1:] == (size,) and _plain(input, size, weight, bias):
+        bk, device = primitives(input), input._device
+        y, mean, rstd = bk.layer_norm(
+            bk.contiguous(input._data),
+            None if weight is None else bk.contiguous(weight._data),
+            None if bias is None else bk.contiguous(bias._data),
+            1,
+            eps,
+        )
+        return wrap(y, device), wrap(mean, device), wrap(rstd, device)
     name = "layer_norm"
     shape = _input_normalized_shape(name, input, normalized_shape)
     n = len(shape)
@@ -340,6 +397,9 @@ def native_batch_norm(
     return wrap(y, device), mean, rstd
 
 
+_native_batch_norm = get("native_batch_norm").forward
+
+
 @op(
     "batch_norm",
     doc="input (N, C, *) normalised per channel with the batch's (training) or the running "
@@ -359,6 +419,17 @@ def batch_norm(
     momentum: float | None = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
+    x = input._data if input.__class__ is Tensor else None
+    if (
+        training
+        and momentum.__class__ is float
+        and x is not None
+        and x.ndim >= 2
+        and x.size > x.shape[1]  # (more than one value per channel)
+        and _plain(input, x.shape[1], running_mean, running_var, weight, bias)
+    ):
+        # the plain case: native_batch_norm's forward alone, nothing to check or record
+        return _native_batch_norm(input, weight, bias, running_mean, running_var, momentum, eps)[0]
     name = "batch_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
@@ -404,6 +475,19 @@ def instance_norm(
     momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
+    x = input._data if input.__class__ is Tensor else None
+    if (
+        x is not None
+        and use_input_stats
+        and running_mean is None
+        and running_var is None
+        and x.ndim >= 3
+        and x.size
+        and x.size > x.shape[0] * x.shape[1]  # (more than one position)
+        and _plain(input, x.shape[1], weight, bias)
+    ):
+        # the plain case: group norm with one channel per group, nothing to check or record
+        return _native_group_norm(input, x.shape[1], weight, bias, eps)[0]
     name = "instance_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
@@ -501,6 +585,17 @@ def _fusable_affine(input, *params):
 def group_norm(
     input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:
+    x = input._data if input.__class__ is Tensor else None
+    if (
+        x is not None
+        and x.ndim >= 2
+        and x.size
+        and num_groups.__class__ is int
+        and 0 < num_groups
+        and x.shape[1] % num_groups == 0
+        and _plain(input, x.shape[1], weight, bias)
+    ):
+        return _native_group_norm(input, num_groups, weight, bias, eps)[0]  # the plain case: nothing to check
     name = "group_norm"
     check_float(name, "input", input)
     shape = _channel_shape(name, input)
@@ -563,6 +658,9 @@ def native_rms_norm(
     return wrap(y, input._device), wrap(rstd, input._device)
 
 
+_native_rms_norm = get("native_rms_norm").forward
+
+
 @op(
     "rms_norm",
     doc="input / sqrt(mean(input^2 over normalized_shape) + eps), then scaled by weight.",
@@ -574,6 +672,11 @@ def native_rms_norm(
 def rms_norm(
     input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None, eps: float | None = None
 ) -> Tensor:
+    size = _last_size(normalized_shape)
+    if size is not None and input._data.shape[-1:] == (size,) and _plain(input, size, weight):
+        if eps is None:
+            eps = finfo(input.dtype).eps
+        return _native_rms_norm(input, (size,), weight, eps)[0]  # the plain case: nothing to check or record
     name = "rms_norm"
     shape = _input_normalized_shape(name, input, normalized_shape)
     n = len(shape)

@@ -36,10 +36,11 @@ The declaration says everything the rest of adcuda needs:
   them) says that the forward, given CPU tensors of one floating dtype (float32 or float64; the
   ``"unary_any"``/``"binary_any"`` kinds: any one dtype of ``dispatch._ANY_DTYPES``; ``"where"``: a bool
   mask and two floating tensors) as its first arguments (``"binary"``: the second may also be a Python
-  float; ``"binary_tensors"``: a tensor only), every other argument at its default (the ``"scalars"``
+  float; ``"binary_tensors"``: a tensor only; ``"product"``: two tensors, ``"add_product"``: three, addmm's
+  kind with beta and alpha at their defaults), every other argument at its default (the ``"scalars"``
   kinds: or a Python float, passed on), computes exactly what the CPU backend's kernel for the op
-  computes (``plain_unary``, ``plain_binary``, ``plain_scalars``, ``plain_reduce``): the dispatch point
-  then computes the output with that kernel directly while no hook is attached (its fast lane,
+  computes (``plain_unary``, ``plain_binary``, ``plain_scalars``, ``plain_reduce``, ``plain_product``):
+  the dispatch point then computes the output with that kernel directly while no hook is attached (its fast lane,
   adcuda/ops/dispatch.py), and with the forward otherwise. An op that says nothing gets the kind of
   its namesake row of the unary table, if any (``_table_plain``); ``plain=False``: none.
   ``plain="index"``: a float32/float64 tensor as the one first argument, every other argument at its

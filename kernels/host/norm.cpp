@@ -13,6 +13,12 @@
 // values read in place. NumPy needs five passes over x for the forward and eight for the backward (a
 // temporary each); here three and two. The NumPy path stays the reference (tests/test_norm_host.py
 // compares the two). Built in every install, with or without CUDA; calls release the GIL.
+//
+// Pair distances (pdist, adcuda/backends/cpu/gemm.py): the p-norm of the difference of every pair of rows
+// i < j of a C-contiguous float32/float64 matrix, in PyTorch's order and its dtype; one call where
+// NumPy's gather, difference and norm take six of a microsecond each at a small pdist's sizes. NumPy's
+// path stays the reference (tests/test_norm_host.py compares the two). The cross product of 3-vectors
+// (cross, the same module) and the distances between the rows of two matrices (cdist, dist) likewise: one pass where NumPy's two gathers, product and difference take four calls.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -375,10 +381,114 @@ void bind_batch_norm_for(py::module_& m, const char* forward_doc, const char* ba
         py::arg("weight").noconvert(), py::arg("mean").noconvert(), py::arg("rstd").noconvert(), backward_doc);
 }
 
+// the p-norm (finite p >= 0) of the difference of rows a and b of m elements, in T as PyTorch's kernel
+// computes it (a square past T's range is inf there too)
+template <typename T>
+T pair_distance(const T* a, const T* b, Index m, T p) {
+  T total = 0;
+  if (p == T(2)) {
+    for (Index k = 0; k < m; ++k) {
+      const T d = a[k] - b[k];
+      total += d * d;
+    }
+    return std::sqrt(total);
+  }
+  if (p == T(1)) {
+    for (Index k = 0; k < m; ++k) total += std::fabs(a[k] - b[k]);
+    return total;
+  }
+  if (p == T(0)) {
+    // PyTorch's count: min(ceil(|d|), 1) per element, so that a NaN difference (inf - inf too) gives NaN
+    for (Index k = 0; k < m; ++k) total += std::min(std::ceil(std::fabs(a[k] - b[k])), T(1));
+    return total;
+  }
+  for (Index k = 0; k < m; ++k) total += std::pow(std::fabs(a[k] - b[k]), p);
+  return std::pow(total, T(1) / p);
+}
+
+template <typename T>
+py::array_t<T> pdist(const Array<T>& x, double p) {
+  if (x.ndim() != 2) throw std::invalid_argument("cpu_pdist: expected a matrix");
+  if (!(p >= 0.0) || std::isinf(p)) throw std::invalid_argument("cpu_pdist: p must be finite and non-negative");
+  const Index n = x.shape(0), m = x.shape(1);
+  py::array_t<T> out(std::vector<py::ssize_t>{n > 1 ? n * (n - 1) / 2 : 0});
+  const T* in = x.data();
+  T* d = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (Index i = 0; i < n; ++i)
+      for (Index j = i + 1; j < n; ++j) *d++ = pair_distance(in + i * m, in + j * m, m, static_cast<T>(p));
+  }
+  return out;
+}
+
+// the cross products of the 3-vectors along the middle dim of a and b viewed as (outer, 3, inner), each
+// component a[i] * b[j] - a[j] * b[i] rounded as those two products and their difference (NumPy's order)
+template <typename T>
+py::array_t<T> cross(const Array<T>& a, const Array<T>& b, Index outer, Index inner) {
+  if (a.size() != b.size() || a.size() != outer * 3 * inner)
+    throw std::invalid_argument("cpu_cross: the arrays do not fit (outer, 3, inner)");
+  py::array_t<T> out(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+  const T* x = a.data();
+  const T* y = b.data();
+  T* c = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (Index o = 0; o < outer; ++o) {
+      const Index base = o * 3 * inner;
+      for (Index k = 0; k < inner; ++k) {
+        const T* u = x + base + k;
+        const T* v = y + base + k;
+        T* w = c + base + k;
+        const T u0 = u[0], u1 = u[inner], u2 = u[2 * inner], v0 = v[0], v1 = v[inner], v2 = v[2 * inner];
+        w[0] = u1 * v2 - u2 * v1;
+        w[inner] = u2 * v0 - u0 * v2;
+        w[2 * inner] = u0 * v1 - u1 * v0;
+      }
+    }
+  }
+  return out;
+}
+
+// the distances of each row of x1 (batches, P, M) to each row of x2 (batches, R, M): (batches, P, R)
+template <typename T>
+py::array_t<T> cdist(const Array<T>& x1, const Array<T>& x2, double p) {
+  if (x1.ndim() != 3 || x2.ndim() != 3 || x1.shape(0) != x2.shape(0) || x1.shape(2) != x2.shape(2))
+    throw std::invalid_argument("cpu_cdist: expected (B, P, M) and (B, R, M)");
+  if (!(p >= 0.0) || std::isinf(p)) throw std::invalid_argument("cpu_cdist: p must be finite and non-negative");
+  const Index batches = x1.shape(0), rows1 = x1.shape(1), rows2 = x2.shape(1), m = x1.shape(2);
+  py::array_t<T> out(std::vector<py::ssize_t>{batches, rows1, rows2});
+  const T* a = x1.data();
+  const T* b = x2.data();
+  T* d = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (Index n = 0; n < batches; ++n)
+      for (Index i = 0; i < rows1; ++i)
+        for (Index j = 0; j < rows2; ++j)
+          *d++ = pair_distance(a + (n * rows1 + i) * m, b + (n * rows2 + j) * m, m, static_cast<T>(p));
+  }
+  return out;
+}
+
 }  // namespace
 
 
 void bind_norm(py::module_& m) {
+  m.def("cpu_cdist", &cdist<float>, py::arg("x1").noconvert(), py::arg("x2").noconvert(), py::arg("p"));
+  m.def("cpu_cdist", &cdist<double>, py::arg("x1").noconvert(), py::arg("x2").noconvert(), py::arg("p"),
+        "The p-norms (finite p >= 0) of the differences of each row of x1 (B, P, M) and each row of x2 "
+        "(B, R, M), C-contiguous float32/float64 of one dtype: (B, P, R) in their dtype.");
+  m.def("cpu_cross", &cross<float>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("outer"),
+        py::arg("inner"));
+  m.def("cpu_cross", &cross<double>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("outer"),
+        py::arg("inner"),
+        "The cross products of the 3-vectors along the middle dim of C-contiguous float32/float64 arrays a and "
+        "b of one shape, viewed as (outer, 3, inner), in an array of their shape.");
+  m.def("cpu_pdist", &pdist<float>, py::arg("x").noconvert(), py::arg("p"));
+  m.def("cpu_pdist", &pdist<double>, py::arg("x").noconvert(), py::arg("p"),
+        "The p-norms (finite p >= 0) of the differences of the rows i < j of a C-contiguous float32/float64 "
+        "matrix, in row-major order of the pairs, in its dtype.");
   bind_for<float>(m, "");
   bind_for<double>(
       m,

@@ -23,13 +23,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, overload
 
+import numpy as np
+
 from ... import _native
+from ... import dtypes as dt
 from ...errors import DeviceError, DTypeError, ShapeError, fmt_shape
 from ..seam import declared
 from ._common import BackendArray, is_floating
-from .storage import view
+from .elementwise import binary, unary
+from .index import index
+from .reduce import reduce
+from .storage import astype, dtype_of, from_numpy, view
+from .storage import slice as slice_array
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "pdist", "cdist", "cross"]
 
 GEMM_ENV = "ADCUDA_GEMM"
 GEMM_MODES = ("auto", "handwritten", "cublaslt")
@@ -206,3 +213,63 @@ def gemm_path(device=None):
     """Which hand-written GEMM kernels ``matmul`` runs on ``device`` (the current one by default)."""
     C = _native._C
     return C.gemm_path(C.cuda_current_device() if device is None else device)
+
+
+def pdist(x: BackendArray, p: float) -> BackendArray:
+    """The p-norms of the differences of the rows i < j of ``x`` (N, M), composed of existing kernels: the
+    pairs' rows gathered, their difference and its p-norm over the columns as the CPU backend's
+    reference computes it (in float32 for the half types)."""
+    declared.pdist(x, p)
+    dtype = dtype_of(x)
+    work = dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype
+    first, second = (from_numpy(rows, dt.int64) for rows in np.triu_indices(x.shape[0], 1))
+    data = x if work is dtype else astype(x, work)
+    diff = binary("sub", index(data, (first,)), index(data, (second,)), work)
+    return _norms_of_rows(diff, p, work, dtype)
+
+
+def cdist(x1: BackendArray, x2: BackendArray, p: float) -> BackendArray:
+    """The distances of each row of x1 (B, P, M) to each row of x2 (B, R, M), composed of existing
+    kernels: the broadcast difference (B, P, R, M), its p-norm over M as pdist's (fp32 for the half types)."""
+    declared.cdist(x1, x2, p)
+    dtype = dtype_of(x1)
+    work = dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype
+    a, b = (x if work is dtype else astype(x, work) for x in (x1, x2))
+    whole = slice(None)
+    rows, columns = slice_array(a, (whole, whole, None, whole)), slice_array(b, (whole, None, whole, whole))
+    return _norms_of_rows(binary("sub", rows, columns, work), p, work, dtype)
+
+
+def _norms_of_rows(diff, p, work, dtype):
+    """The p-norms over the last dim of ``diff`` (in ``work``), as PyTorch's distance kernels, in ``dtype``."""
+    axis = (len(diff.shape) - 1,)
+    if p == 0:
+        # PyTorch's count: min(ceil(|d|), 1) per element, so that a NaN difference gives NaN
+        out = reduce("sum", binary("minimum", unary("ceil", unary("abs", diff)), 1.0, work), axis, False)
+    elif p == 1:
+        out = reduce("sum", unary("abs", diff), axis, False)
+    elif p == 2:
+        out = unary("sqrt", reduce("sum", binary("mul", diff, diff, work), axis, False))
+    else:
+        out = binary(
+            "pow", reduce("sum", binary("pow", unary("abs", diff), float(p), work), axis, False), 1.0 / p, work
+        )
+    return out if work is dtype else astype(out, dtype)
+
+
+# the cross product's two rotations of the three components, c = a[1, 2, 0] * b[2, 0, 1] - a[2, 0, 1] * b[1, 2, 0],
+# as one gather of each operand: a's first three and b's, then a's last three and b's
+_CROSS_TURNS = (np.array([1, 2, 0, 2, 0, 1]), np.array([2, 0, 1, 1, 2, 0]))
+
+
+def cross(a: BackendArray, b: BackendArray, axis: int) -> BackendArray:
+    """The cross products along ``axis``, composed of existing kernels: one gather of each operand, one
+    product of the six, their halves subtracted (the CPU backend's products and differences)."""
+    declared.cross(a, b, axis)
+    axis %= len(a.shape)
+    dtype = dtype_of(a)
+    first, second = (from_numpy(turns, dt.int64) for turns in _CROSS_TURNS)
+    lead = (slice(None),) * axis
+    products = binary("mul", index(a, lead + (first,)), index(b, lead + (second,)), dtype)
+    first_half, second_half = (slice_array(products, lead + (half,)) for half in (slice(0, 3), slice(3, 6)))
+    return binary("sub", first_half, second_half, dtype)
