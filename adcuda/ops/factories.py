@@ -110,11 +110,6 @@ def host_tensor(shape, value, dtype, device, requires_grad):
 _new = object.__new__
 
 
-def primitive_observer():
-    """The observer of primitive calls now (the profiler's, graph capture's), or None."""
-    return _tensor_module._primitive_observer
-
-
 def wrapped(data):
     """A CPU tensor over host array ``data`` (Tensor._make, inlined)."""
     t = _new(Tensor)
