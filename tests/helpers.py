@@ -125,7 +125,7 @@ def native_and_numpy(monkeypatch, backend_module, fn, *args):
     return native, reference
 
 
-class _WatchOps:
+class WatchOps:
     """A dispatch hook that only passes op calls on: attached, it closes the fast lanes and plain cases
     (every call takes the op's general path) and notes the ops it saw."""
 
@@ -141,7 +141,7 @@ def general_path(fn):
     """``(fn(), the ops it called)`` with a hook attached: the general path of each op call in it."""
     from adcuda.ops import dispatch
 
-    watch = _WatchOps()
+    watch = WatchOps()
     dispatch.add_hook(watch)
     try:
         return fn(), watch.seen

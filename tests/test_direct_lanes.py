@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import WatchOps
 
 import adcuda as t
 from adcuda.errors import AdcudaError, AutogradError, InvalidArgumentError, ShapeError
@@ -19,17 +20,6 @@ from adcuda.profiler import profile
 F = t.nn.functional
 DIRECT = sorted(o.name for o in registry.all_ops() if o.direct is not None)
 _tensor_module = importlib.import_module("adcuda.tensor")  # (adcuda.tensor is the factory function)
-
-
-class _Watch:
-    """A hook that passes op calls on: attached, it closes every lane."""
-
-    def __init__(self):
-        self.seen = []
-
-    def around_op(self, name, op, call, args, kwargs):
-        self.seen.append(name)
-        return call(*args, **kwargs)
 
 
 class _Observed:
@@ -170,7 +160,7 @@ def _run(call, mode):
     (nothing attached), "hook" (a hook attached: the forward) or "observed" (the primitive observer)."""
     scope = _scope()
     t.manual_seed(5)
-    watch, previous = _Watch(), None
+    watch, previous = WatchOps(), None
     if mode == "hook":
         dispatch.add_hook(watch)
     elif mode == "observed":
@@ -302,7 +292,7 @@ def test_the_lane_takes_the_common_call(name):
     # the bench's call of each op (benchmarks/dispatch_ops.py) takes its lane, not the forward
     call = next(c for c in CALLS if re.search(rf"(?<!\w){name}\(", c))
     assert not _forward_ran(name, call)
-    hooked = _Watch()
+    hooked = WatchOps()
     dispatch.add_hook(hooked)
     try:
         assert _forward_ran(name, call)

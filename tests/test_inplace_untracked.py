@@ -5,6 +5,7 @@ bump the version counter, and the checked path must still refuse what PyTorch re
 
 import numpy as np
 import pytest
+from helpers import WatchOps
 
 import adcuda as torch
 from adcuda.errors import InvalidArgumentError
@@ -103,17 +104,6 @@ def test_a_cast_records_its_gradient():
     np.testing.assert_array_equal(a.grad.numpy(), [2.0, 2.0, 2.0])
 
 
-class _Watch:
-    """A hook that sees every op call (attached, it also closes the lanes)."""
-
-    def __init__(self):
-        self.calls = []
-
-    def around_op(self, name, op, call, args, kwargs):
-        self.calls.append(name)
-        return call(*args, **kwargs)
-
-
 _WRITES = {
     "zero_": lambda t: t.zero_(),
     "fill_": lambda t: t.fill_(0.0),
@@ -125,14 +115,14 @@ _WRITES = {
 def test_a_write_is_an_op_call_while_a_hook_watches(name):
     from adcuda.ops import dispatch
 
-    watch = _Watch()
+    watch = WatchOps()
     t = torch.ones(2, 3)
     dispatch.add_hook(watch)
     try:
         assert _WRITES[name](t) is t
     finally:
         dispatch.remove_hook(watch)
-    assert name in watch.calls
+    assert name in watch.seen
     assert t._version.value == 1 and not t.numpy().any()
 
 
