@@ -11,7 +11,10 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace py = pybind11;
@@ -42,65 +45,117 @@ T combined(int how, T old, T v) {
 
 // Visits every position of `index` (row-major), calling visit(offset into `a` with index's value along
 // axis, the position's element offset in `other`); IndexError for a value outside [0, a.shape[axis]).
+// The shapes and strides are read once into plain arrays and the last dim is a loop of its own: pybind11's
+// checked shape()/strides() accessors, called per element and dim, were most of a small call's time.
 template <typename Visit>
-void along_axis(const py::array& a, int axis, const py::array_t<Index>& index, const py::array& other, Visit visit) {
+void along_axis(const py::array& a, int axis, const py::array& index, const py::array& other, Visit visit) {
   const int ndim = static_cast<int>(index.ndim());
   if (a.ndim() != ndim || other.ndim() != ndim || axis < 0 || axis >= ndim) {
     throw py::value_error("along_axis: the arrays must have the index's number of dims");
   }
-  const Index n = static_cast<Index>(a.shape(axis));
-  std::vector<Index> count(ndim, 0);
-  Index a_at = 0, index_at = 0, other_at = 0;  // offsets in elements of the position `count`
-  const Index total = static_cast<Index>(index.size());
-  const Index* values = index.data();
+  if (index.size() == 0) return;
+  const Index n = static_cast<Index>(a.shape()[axis]);
   const Index a_item = static_cast<Index>(a.itemsize()), other_item = static_cast<Index>(other.itemsize());
-  for (Index k = 0; k < total; ++k) {
-    const Index v = values[index_at];
-    if (v < 0 || v >= n) {
-      throw py::index_error("index " + std::to_string(v) + " is out of bounds for axis " + std::to_string(axis) +
-                            " with size " + std::to_string(n));
+  const Index index_item = static_cast<Index>(sizeof(Index));
+  // per dim: the index's extent and the steps (in elements) of a (none along axis), index and other
+  std::vector<Index> extent(ndim), a_step(ndim), index_step(ndim), other_step(ndim), count(ndim, 0);
+  for (int d = 0; d < ndim; ++d) {
+    extent[d] = static_cast<Index>(index.shape()[d]);
+    a_step[d] = d == axis ? 0 : static_cast<Index>(a.strides()[d]) / a_item;
+    index_step[d] = static_cast<Index>(index.strides()[d]) / index_item;
+    other_step[d] = static_cast<Index>(other.strides()[d]) / other_item;
+  }
+  const Index axis_step = static_cast<Index>(a.strides()[axis]) / a_item;
+  const int last = ndim - 1;
+  const Index inner = extent[last], a_last = a_step[last], index_last = index_step[last], other_last = other_step[last];
+  const Index* values = static_cast<const Index*>(index.data());
+  Index a_at = 0, index_at = 0, other_at = 0;  // offsets in elements of the row at `count` (its last dim 0)
+  for (;;) {
+    for (Index j = 0; j < inner; ++j) {
+      const Index v = values[index_at + j * index_last];
+      if (v < 0 || v >= n) {
+        throw py::index_error("index " + std::to_string(v) + " is out of bounds for axis " + std::to_string(axis) +
+                              " with size " + std::to_string(n));
+      }
+      visit(a_at + j * a_last + v * axis_step, other_at + j * other_last);
     }
-    visit(a_at + v * (static_cast<Index>(a.strides(axis)) / a_item), other_at);
-    for (int d = ndim - 1; d >= 0; --d) {  // the next position, row-major
-      const Index a_step = d == axis ? 0 : static_cast<Index>(a.strides(d)) / a_item;
-      const Index index_step = static_cast<Index>(index.strides(d)) / static_cast<Index>(sizeof(Index));
-      const Index other_step = static_cast<Index>(other.strides(d)) / other_item;
-      if (++count[d] < index.shape(d)) {
-        a_at += a_step;
-        index_at += index_step;
-        other_at += other_step;
+    int d = last - 1;  // the next row, row-major
+    for (; d >= 0; --d) {
+      if (++count[d] < extent[d]) {
+        a_at += a_step[d];
+        index_at += index_step[d];
+        other_at += other_step[d];
         break;
       }
-      a_at -= a_step * (count[d] - 1);
-      index_at -= index_step * (count[d] - 1);
-      other_at -= other_step * (count[d] - 1);
+      a_at -= a_step[d] * (count[d] - 1);
+      index_at -= index_step[d] * (count[d] - 1);
+      other_at -= other_step[d] * (count[d] - 1);
       count[d] = 0;
     }
+    if (d < 0) return;
   }
 }
 
 // out (written in place) combined with src along axis at index; src at least index's size in every dim
 template <typename T>
-void host_scatter_along(py::array_t<T> out, int axis, const py::array_t<Index>& index, const py::array_t<T>& src,
-                        int how) {
+void scatter_along(const py::array& out, int axis, const py::array& index, const py::array& src, int how) {
   if (how < kWrite || how > kMinimum) throw py::value_error("host_scatter_along: unknown combine");
   for (py::ssize_t d = 0; d < index.ndim() && d < src.ndim(); ++d) {
-    if (index.shape(d) > src.shape(d)) throw py::value_error("host_scatter_along: index larger than src");
+    if (index.shape()[d] > src.shape()[d]) throw py::value_error("host_scatter_along: index larger than src");
   }
-  T* target = out.mutable_data();
-  const T* from = src.data();
+  T* target = static_cast<T*>(py::array(out).mutable_data());
+  const T* from = static_cast<const T*>(src.data());
   along_axis(out, axis, index, src, [&](Index at, Index from_at) { target[at] = combined(how, target[at], from[from_at]); });
 }
 
 // a new array of index's shape: a's elements along axis at index
 template <typename T>
-py::array_t<T> host_gather_along(const py::array_t<T>& a, int axis, const py::array_t<Index>& index) {
-  std::vector<py::ssize_t> shape(index.shape(), index.shape() + index.ndim());
-  py::array_t<T> out(shape);
+py::array gather_along(const py::array& a, int axis, const py::array& index) {
+  py::array_t<T> out(std::vector<py::ssize_t>(index.shape(), index.shape() + index.ndim()));
   T* to = out.mutable_data();
-  const T* from = a.data();
+  const T* from = static_cast<const T*>(a.data());
   along_axis(a, axis, index, out, [&](Index at, Index out_at) { to[out_at] = from[at]; });
-  return out;
+  return std::move(out);
+}
+
+// the dtypes the loops above are built for, as NumPy numbers them; a native byte order (NumPy writes it
+// '=', or '|' for one byte)
+template <typename T>
+bool holds(const py::array& a) {
+  const py::dtype dtype = a.dtype();
+  return dtype.normalized_num() == py::dtype::num_of<T>() && (dtype.byteorder() == '=' || dtype.byteorder() == '|');
+}
+
+// Calls fn(T{}) for the element type T of `a` (float32, float64, int64, int32), with
+// `others` of that dtype too and `index` int64: one binding that reads the dtype once, where an overload
+// per dtype made pybind11 try (and fail) each one before it (most of a small call's time). TypeError for
+// another dtype, as the overloads' failure raised it.
+template <typename Fn>
+auto by_dtype(const char* name, const py::array& a, const py::array& index, std::initializer_list<const py::array*> others,
+              Fn fn) {
+  auto all_of = [&](auto tag) {
+    using T = decltype(tag);
+    if (!holds<T>(a)) return false;
+    for (const py::array* other : others) {
+      if (!holds<T>(*other)) return false;
+    }
+    return true;
+  };
+  if (holds<Index>(index)) {
+    if (all_of(float{})) return fn(float{});
+    if (all_of(double{})) return fn(double{});
+    if (all_of(std::int64_t{})) return fn(std::int64_t{});
+    if (all_of(std::int32_t{})) return fn(std::int32_t{});
+  }
+  throw py::type_error(std::string(name) + ": expected float32, float64, int64 or int32 arrays of one dtype and an int64 index");
+}
+
+void host_scatter_along(const py::array& out, int axis, const py::array& index, const py::array& src, int how) {
+  by_dtype("host_scatter_along", out, index, {&src}, [&](auto tag) { scatter_along<decltype(tag)>(out, axis, index, src, how); });
+}
+
+py::array host_gather_along(const py::array& a, int axis, const py::array& index) {
+  return by_dtype("host_gather_along", a, index, {}, [&](auto tag) { return gather_along<decltype(tag)>(a, axis, index); });
 }
 
 // whether every value of a (non-empty) integer index lies in [0, n): the ops' range check of an index on
@@ -202,22 +257,16 @@ py::tuple host_bounds(const py::array_t<I>& index) {
   return py::make_tuple(lo, hi);
 }
 
-template <typename T>
-void bind_for(py::module_& m) {
-  m.def("host_scatter_along", &host_scatter_along<T>, py::arg("out").noconvert(), py::arg("axis"),
-        py::arg("index").noconvert(), py::arg("src").noconvert(), py::arg("how"));
-  m.def("host_gather_along", &host_gather_along<T>, py::arg("a").noconvert(), py::arg("axis"),
-        py::arg("index").noconvert());
-}
-
 }  // namespace
 
 void bind_index(py::module_& m) {
   // no array_t conversion (noconvert): another dtype is the caller's to handle (NumPy's path)
-  bind_for<float>(m);
-  bind_for<double>(m);
-  bind_for<std::int64_t>(m);
-  bind_for<std::int32_t>(m);
+  m.def("host_scatter_along", &host_scatter_along, py::arg("out"), py::arg("axis"), py::arg("index"), py::arg("src"),
+        py::arg("how"),
+        "out (written in place) combined with src at index along axis: written (0), added (1), multiplied (2), "
+        "the larger (3) or smaller (4) kept; IndexError for an index value outside [0, size).");
+  m.def("host_gather_along", &host_gather_along, py::arg("a"), py::arg("axis"), py::arg("index"),
+        "A new array of index's shape: a's elements at index along axis; IndexError as host_scatter_along.");
   m.def("host_diagonal_sum", &host_diagonal_sum<float>, py::arg("a").noconvert());
   m.def("host_diagonal_sum", &host_diagonal_sum<double>, py::arg("a").noconvert(),
         "A row-major float32/float64 matrix's main diagonal summed as np.add.reduce sums it, as a 0-d array.");
