@@ -21,6 +21,7 @@ from .._native import _C
 from ..autograd.graph import needs_grad
 from ..backends import device_caches
 from ..backends.cpu import slice as _cpu_slice
+from ..backends.cpu.index import flat_diagonal_matrix, masked_scattered, scattered_along
 from ..device import CPU
 from ..errors import (
     DeviceError,
@@ -804,12 +805,44 @@ def _check_scatter_index(name, input, dim, index):
     return d
 
 
+def _untracked(t):
+    """Whether the tensor ``t`` takes part in no graph (``needs_grad``'s test, without its grad mode read):
+    where a direct lane of a composite computes the output itself, with nothing to record."""
+    return not (t._requires_grad or t._grad_fn is not None or (t._base is not None and t.grad_fn is not None))
+
+
+def _scatter_direct(input, dim, index, src, value, reduce):
+    """scatter's direct lane (registry.py's ``direct=``): src of input's dtype written at an int64 index
+    along dim by the host loop, for CPU tensors that take part in no graph (the forward's common case
+    without its frames, its checks and NumPy's fancy indexing); None for any other call (the forward's
+    path, which checks and names the errors)."""
+    if (
+        reduce is None
+        and value is None
+        and input.__class__ is Tensor
+        and index.__class__ is Tensor
+        and src.__class__ is Tensor
+        and dim.__class__ is int
+        and input._device is CPU
+        and index._device is CPU
+        and src._device is CPU
+        and _untracked(input)
+        and _untracked(src)
+    ):
+        a = input._data
+        out = scattered_along(a, dim + a.ndim if dim < 0 else dim, index._data, src._data, "write")
+        if out is not None:
+            return wrap(out, CPU)
+    return None
+
+
 @op(
     "scatter",
     dtypes=ANY.one_dtype("input", "src"),
     doc="input with src (or value) written at index along dim; reduce='add'/'multiply' combines.",
     composite=True,
     inplace=True,
+    direct=_scatter_direct,
 )
 def scatter(
     input: Tensor,
@@ -878,12 +911,36 @@ def _scattered(input, d, index, src):
 _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 
+def _scatter_reduce_direct(input, dim, index, src, reduce, include_self):
+    """scatter_reduce's direct lane: ``_scatter_direct``'s for the reductions the host loop combines as the
+    forward's path does (sum, prod, amax, amin, including input's own values); None for any other call."""
+    if (
+        include_self is True
+        and reduce != "mean"
+        and input.__class__ is Tensor
+        and index.__class__ is Tensor
+        and src.__class__ is Tensor
+        and dim.__class__ is int
+        and input._device is CPU
+        and index._device is CPU
+        and src._device is CPU
+        and _untracked(input)
+        and _untracked(src)
+    ):
+        a = input._data
+        out = scattered_along(a, dim + a.ndim if dim < 0 else dim, index._data, src._data, reduce)
+        if out is not None:
+            return wrap(out, CPU)
+    return None
+
+
 @op(
     "scatter_reduce",
     dtypes=ANY.one_dtype("input", "src"),
     doc="input with src combined at index along dim by sum, prod, mean, amax or amin.",
     composite=True,
     inplace=True,
+    direct=_scatter_reduce_direct,
 )
 def scatter_reduce(
     input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *, include_self: bool = True
@@ -1338,7 +1395,22 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     return diag_embed(input, diagonal, 0, 1)
 
 
-@op("diagflat", doc="input flattened, as the diagonal (at offset) of a square matrix.", composite=True)
+def _diagflat_direct(input, offset):
+    """diagflat's direct lane: the matrix made on the host in one write, for a CPU tensor that takes part
+    in no graph; None for any other call (the forward's path)."""
+    if input.__class__ is Tensor and offset.__class__ is int and input._device is CPU and _untracked(input):
+        out = flat_diagonal_matrix(input._data, offset)
+        if out is not None:
+            return wrap(out, CPU)
+    return None
+
+
+@op(
+    "diagflat",
+    doc="input flattened, as the diagonal (at offset) of a square matrix.",
+    composite=True,
+    direct=_diagflat_direct,
+)
 def diagflat(input: Tensor, offset: int = 0) -> Tensor:
     if input.ndim != 1:
         # (the flat view made on the backend where there is no graph: reshape's entry costs as much again)
@@ -1687,12 +1759,33 @@ def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) 
     return flat.reshape(tuple(input.shape))
 
 
+def _masked_scatter_direct(input, mask, source):
+    """masked_scatter's direct lane: the host loop's count and write (source of input's dtype, a mask of
+    input's shape), for CPU tensors that take part in no graph; None for any other call (the forward's
+    path, which checks and names the errors)."""
+    if (
+        input.__class__ is Tensor
+        and mask.__class__ is Tensor
+        and source.__class__ is Tensor
+        and input._device is CPU
+        and mask._device is CPU
+        and source._device is CPU
+        and _untracked(input)
+        and _untracked(source)
+    ):
+        out = masked_scattered(input._data, mask._data, source._data)
+        if out is not None:
+            return wrap(out, CPU)
+    return None
+
+
 @op(
     "masked_scatter",
     dtypes=ANY.one_dtype("input", "source"),
     doc="input with source's leading elements written, in order, where mask is true.",
     composite=True,
     inplace=True,
+    direct=_masked_scatter_direct,
 )
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or mask._data.dtype is not _BOOL and mask.dtype is not dt.bool_:

@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -52,6 +53,11 @@ void along_axis(const py::array& a, int axis, const py::array& index, const py::
   const int ndim = static_cast<int>(index.ndim());
   if (a.ndim() != ndim || other.ndim() != ndim || axis < 0 || axis >= ndim) {
     throw py::value_error("along_axis: the arrays must have the index's number of dims");
+  }
+  for (int d = 0; d < ndim; ++d) {  // (else the walk below would leave a's memory)
+    if (d != axis && index.shape()[d] > a.shape()[d]) {
+      throw py::value_error("along_axis: the index is larger than the array in a dim other than the axis");
+    }
   }
   if (index.size() == 0) return;
   const Index n = static_cast<Index>(a.shape()[axis]);
@@ -156,6 +162,55 @@ void host_scatter_along(const py::array& out, int axis, const py::array& index, 
 
 py::array host_gather_along(const py::array& a, int axis, const py::array& index) {
   return by_dtype("host_gather_along", a, index, {}, [&](auto tag) { return gather_along<decltype(tag)>(a, axis, index); });
+}
+
+// element copies of one size, as unsigned words (the value's bits, whatever its dtype)
+template <typename W>
+void masked_copy(void* to, const bool* mask, const void* from, Index total) {
+  W* target = static_cast<W*>(to);
+  const W* next = static_cast<const W*>(from);
+  for (Index k = 0; k < total; ++k) {
+    if (mask[k]) target[k] = *next++;
+  }
+}
+
+// out (row-major, written in place) with src's leading elements (row-major), in order, at the positions
+// where mask (bool, row-major, out's size) is true: masked_scatter's write in one pass where NumPy's
+// count, slice and boolean assignment cost four calls. False, with nothing written, where src has
+// fewer elements than mask selects; ValueError/TypeError for arrays of another layout or dtype.
+bool host_masked_scatter(const py::array& out, const py::array& mask, const py::array& src) {
+  const auto c_style = py::array::c_style;
+  if (!(out.flags() & c_style) || !(mask.flags() & c_style) || !(src.flags() & c_style) || mask.size() != out.size()) {
+    throw py::value_error("host_masked_scatter: expected row-major arrays, the mask of out's size");
+  }
+  if (mask.dtype().kind() != 'b' ||
+      !py::detail::npy_api::get().PyArray_EquivTypes_(out.dtype().ptr(), src.dtype().ptr())) {
+    throw py::type_error("host_masked_scatter: expected a bool mask and out and src of one dtype");
+  }
+  const Index total = static_cast<Index>(out.size());
+  const bool* selected = static_cast<const bool*>(mask.data());
+  Index count = 0;
+  for (Index k = 0; k < total; ++k) count += selected[k];
+  if (count > static_cast<Index>(src.size())) return false;
+  void* to = py::array(out).mutable_data();
+  switch (out.itemsize()) {
+    case 1: masked_copy<std::uint8_t>(to, selected, src.data(), total); break;
+    case 2: masked_copy<std::uint16_t>(to, selected, src.data(), total); break;
+    case 4: masked_copy<std::uint32_t>(to, selected, src.data(), total); break;
+    case 8: masked_copy<std::uint64_t>(to, selected, src.data(), total); break;
+    default: {  // (complex128 and the like: one memcpy an element)
+      const py::ssize_t size = out.itemsize();
+      char* target = static_cast<char*>(to);
+      const char* next = static_cast<const char*>(src.data());
+      for (Index k = 0; k < total; ++k) {
+        if (selected[k]) {
+          std::memcpy(target + k * size, next, static_cast<std::size_t>(size));
+          next += size;
+        }
+      }
+    }
+  }
+  return true;
 }
 
 // whether every value of a (non-empty) integer index lies in [0, n): the ops' range check of an index on
@@ -267,6 +322,9 @@ void bind_index(py::module_& m) {
         "the larger (3) or smaller (4) kept; IndexError for an index value outside [0, size).");
   m.def("host_gather_along", &host_gather_along, py::arg("a"), py::arg("axis"), py::arg("index"),
         "A new array of index's shape: a's elements at index along axis; IndexError as host_scatter_along.");
+  m.def("host_masked_scatter", &host_masked_scatter, py::arg("out"), py::arg("mask"), py::arg("src"),
+        "out (row-major) with src's leading elements written in order where the bool mask is true; False "
+        "(nothing written) where src has too few.");
   m.def("host_diagonal_sum", &host_diagonal_sum<float>, py::arg("a").noconvert());
   m.def("host_diagonal_sum", &host_diagonal_sum<double>, py::arg("a").noconvert(),
         "A row-major float32/float64 matrix's main diagonal summed as np.add.reduce sums it, as a 0-d array.");

@@ -87,7 +87,7 @@ _native_gather = getattr(_C, "host_gather_along", None)
 _native_scatter = getattr(_C, "host_scatter_along", None)
 _NATIVE = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32))
 _I64 = np.dtype(np.int64)
-_HOW = {"add": 1, "prod": 2, "amax": 3, "amin": 4}  # host_scatter_along's combines
+_HOW = {"write": 0, "add": 1, "sum": 1, "prod": 2, "amax": 3, "amin": 4}  # host_scatter_along's combines
 
 
 def _native_fits(a, idx):
@@ -102,6 +102,55 @@ def _scattered_natively(out, axis, idx, src, reduce):
     except IndexError:
         return False
     return True
+
+
+def scattered_along(a: Any, axis: int, idx: Any, src: Any, how: str) -> BackendArray | None:
+    """A copy of ``a`` (its layout kept, as the op's copy keeps it) with ``src`` combined at ``idx`` along ``axis`` by the host loop (``how``:
+    "write", "add" or "sum", "prod", "amax", "amin"; NumPy's maximum and minimum): the common case of
+    scatter and scatter_reduce (include_self) for their direct lanes (ops/index.py), on arrays the loop
+    takes as they are: float32/float64/int64/int32 of one dtype, an int64 index of their rank no larger
+    than src, nor than ``a`` but along ``axis`` (0 <= axis < rank). None for anything else, and where an
+    index value lies outside [0, size): the op's path then checks and names the error."""
+    combine = _HOW.get(how)
+    if _native_scatter is None or combine is None or a.__class__ is not np.ndarray:
+        return None
+    out = a.copy("K")
+    try:
+        _native_scatter(out, axis, idx, src, combine)
+    except (IndexError, ValueError, TypeError):
+        return None
+    return out
+
+
+_native_masked_scatter = getattr(_C, "host_masked_scatter", None)
+
+
+def masked_scattered(a: Any, mask: Any, src: Any) -> BackendArray | None:
+    """A row-major copy of ``a`` with ``src``'s leading elements (row-major) written in order where
+    ``mask`` (a bool array of ``a``'s shape) is true, by the host loop: masked_scatter's common case for its
+    direct lane (ops/index.py). None for anything else (a mask of another shape, src of another dtype,
+    not row-major or with fewer elements than the mask selects): the op's path checks and names it."""
+    if _native_masked_scatter is None or a.__class__ is not np.ndarray or mask.shape != a.shape:
+        return None
+    out = a.copy()
+    try:
+        return out if _native_masked_scatter(out, mask, src) else None
+    except (ValueError, TypeError):
+        return None
+
+
+def flat_diagonal_matrix(a: Any, offset: int) -> BackendArray | None:
+    """diagflat of a host array: zeros with ``a``'s elements (row-major) on the diagonal at ``offset``, in
+    one strided write (its direct lane's kernel, ops/index.py; diag_embed's steps, without the views'
+    calls). None for an array of another kind."""
+    if a.__class__ is not np.ndarray:
+        return None
+    n = a.size
+    size = n + (offset if offset >= 0 else -offset)
+    out = np.zeros((size, size), a.dtype)
+    start = offset if offset >= 0 else -offset * size
+    out.reshape(size * size)[start : start + n * (size + 1) : size + 1] = a.reshape(n)
+    return out
 
 
 def _plain_case(a, axis, idx):
