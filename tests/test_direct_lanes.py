@@ -48,6 +48,11 @@ def _scope():
         "prob": t.tensor([[0.0, 0.3, 1.0], [0.5, 0.99, 0.01]]),
         "array": np.arange(6, dtype=np.float32).reshape(2, 3),
         "gen": t.Generator().manual_seed(11),
+        # the index family's (scatter, scatter_reduce, masked_scatter, diagflat)
+        "y": t.tensor([[1.0, -2.0, 0.25], [4.0, -0.0, float("nan")]]),
+        "idx": t.tensor([[2, 0, 2], [1, 1, 0]]),
+        "far": t.tensor([[0, 3, 1], [1, 1, 0]]),  # 3: out of range along dim 1
+        "mask": t.tensor([[True, False, True], [False, True, True]]),
     }
 
 
@@ -152,6 +157,33 @@ CALLS = [
     "F.rrelu(x, training=True)",
     "F.rrelu(x64, 0.1, 0.9, True)",
     "F.rrelu(big.normal_(), training=True)",
+    # the index family's direct lanes (their common call first): the host loops against the forward's path
+    "t.scatter(x, 1, idx, y)",
+    "t.scatter(x64, 0, idx[:, :2] % 2, x64)",
+    "t.scatter(x, -1, idx[:, :2], y)",
+    "t.scatter(x.t(), 0, idx.t(), y.t())",
+    "t.scatter(xi, 1, idx, xi * 2)",
+    "t.scatter(x, 1, idx, 7.5)",
+    "t.scatter(x, 1, idx, y, reduce='multiply')",
+    "t.scatter(x, 1, idx[:0], y)",
+    "t.scatter_reduce(x, 1, idx, y, 'amax')",
+    "t.scatter_reduce(x, 1, idx, y, 'amin')",
+    "t.scatter_reduce(x64, 0, idx % 2, x64, 'prod')",
+    "t.scatter_reduce(xi, 1, idx, xi, 'sum')",
+    "t.scatter_reduce(x, 1, idx, y, 'mean')",
+    "t.scatter_reduce(x, 1, idx, y, 'amax', include_self=False)",
+    "t.masked_scatter(x, mask, y)",
+    "t.masked_scatter(xi, mask, t.arange(10))",
+    "t.masked_scatter(x.t(), mask.t(), y)",
+    "t.masked_scatter(x.t(), mask.reshape(3, 2), y)",
+    "t.masked_scatter(x, mask[0], y)",
+    "t.masked_scatter(x, mask, y.t())",
+    "t.diagflat(x)",
+    "t.diagflat(x, 2)",
+    "t.diagflat(xi.t(), -3)",
+    "t.diagflat(t.tensor(2.5))",
+    "t.diagflat(t.zeros(0), -2)",
+    "t.diagflat(mask)",
 ]
 
 
@@ -318,3 +350,71 @@ def test_tensor_owns_its_memory():
     made, copied = t.tensor(data), t.tensor(array)
     array[0] = 5.0
     assert copied.tolist() == [0.0, 0.0, 0.0] and made.tolist() == data
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "t.scatter(x, 1, far, y)",
+        "t.scatter(x, 1, -idx, y)",
+        "t.scatter(x, 2, idx, y)",
+        "t.scatter(x, 1, idx, y64)",
+        "t.scatter(x[:1], 1, idx, y)",
+        "t.scatter(x, 1, idx, y[:1])",
+        "t.scatter_reduce(x, 1, far, y, 'amax')",
+        "t.scatter_reduce(x, 1, idx, y, 'max')",
+        "t.masked_scatter(x, mask, y[:1, :2])",
+        "t.masked_scatter(x, mask.int(), y)",
+        "t.masked_scatter(x, mask, y64)",
+        "t.diagflat(x, 1.5)",
+    ],
+)
+def test_index_lanes_leave_errors_to_the_forward(call):
+    """A call the host loops refuse (an index out of range or negative, a dim, dtype or shape that does
+    not fit, too short a source) raises the forward's named error, as with the lanes closed."""
+    scope = {**_scope(), "y64": t.zeros(2, 3, dtype=t.float64)}
+    with pytest.raises(AdcudaError) as lane:
+        eval(call, scope)  # noqa: S307 (the calls above)
+    hooked = WatchOps()
+    dispatch.add_hook(hooked)
+    try:
+        with pytest.raises(AdcudaError) as general:
+            eval(call, scope)  # noqa: S307
+    finally:
+        dispatch.remove_hook(hooked)
+    assert type(lane.value) is type(general.value) and str(lane.value) == str(general.value)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "t.scatter(w, 1, idx, y)",
+        "t.scatter(x, 1, idx, w)",
+        "t.scatter(w * 1, 1, idx, y)",
+        "t.scatter(w[1:], 1, idx[1:], y)",
+        "t.scatter_reduce(w, 1, idx, y, 'amax')",
+        "t.scatter_reduce(x, 1, idx, w, 'sum')",
+        "t.masked_scatter(w, mask, y)",
+        "t.masked_scatter(x, mask, w)",
+        "t.diagflat(w)",
+        "t.diagflat(w[0])",
+    ],
+)
+def test_index_lanes_leave_recording_to_the_forward(call):
+    """An input that takes part in a graph (a leaf that requires grad, a computed value, a view of
+    one) takes the forward's path, which records: the gradient is the one with the lanes closed."""
+
+    def run(hook):
+        scope = {**_scope(), "w": t.tensor([[0.5, 1.5, -1.0], [2.0, 3.0, -4.0]], requires_grad=True)}
+        watch = WatchOps()
+        if hook:
+            dispatch.add_hook(watch)
+        try:
+            out = eval(call, scope)  # noqa: S307 (the calls above)
+        finally:
+            dispatch.remove_hook(watch)
+        assert out.grad_fn is not None
+        (out * t.arange(out.numel()).reshape(out.shape)).sum().backward()
+        return scope["w"].grad.numpy().tobytes()
+
+    assert run(False) == run(True)
