@@ -158,6 +158,15 @@ CALLS = [
     "F.rrelu(x64, 0.1, 0.9, True)",
     "F.rrelu(big.normal_(), training=True)",
     # the index family's direct lanes (their common call first): the host loops against the forward's path
+    "t.gather(x, 1, idx)",
+    "t.gather(x64, 0, idx[:, :2] % 2)",
+    "t.gather(x.t(), -1, idx.t()[:, :1] % 2)",
+    "t.gather(xi, 1, far[:, :1])",
+    "t.gather(x, 1, idx[:0])",
+    "t.scatter_add(x, 1, idx, y)",
+    "t.scatter_add(x64, 0, idx[:, :2] % 2, x64)",
+    "t.scatter_add(x.t(), 0, idx.t(), y.t())",
+    "t.scatter_add(xi, 1, idx[:1], xi)",
     "t.scatter(x, 1, idx, y)",
     "t.scatter(x64, 0, idx[:, :2] % 2, x64)",
     "t.scatter(x, -1, idx[:, :2], y)",
@@ -225,11 +234,28 @@ def test_the_calls_cover_every_direct_lane():
     assert named == set(DIRECT)
 
 
-def test_a_direct_lane_is_only_for_an_op_that_records_nothing():
-    with pytest.raises(ValueError, match="direct"):
-        registry.op("direct_lane_probe", doc="x", grads={"x": lambda grad: grad}, node="X", direct=lambda x: x)(
-            lambda x: x
-        )
+@pytest.mark.parametrize("name", ["gather", "scatter_add"])
+def test_an_op_that_records_records_what_its_lane_gives(name):
+    """gather's and scatter_add's lanes compute the output of an input that requires grad too: the entry
+    records it (the forward does not run), with the node and gradients of the forward's path."""
+    call = {"gather": "t.gather(w, 1, idx)", "scatter_add": "t.scatter_add(w, 1, idx, w * 3)"}[name]
+    assert registry.get(name).differentiable and not registry.get(name).composite
+
+    def run():
+        scope = {**_scope(), "w": t.tensor([[0.5, 1.5, -1.0], [2.0, 3.0, -4.0]], requires_grad=True)}
+        out = eval(call, scope)  # noqa: S307 (the calls above)
+        (out * t.arange(out.numel()).reshape(out.shape)).sum().backward()
+        return type(out.grad_fn).__name__, out.detach().numpy().tobytes(), scope["w"].grad.numpy().tobytes()
+
+    assert not _forward_ran(name, call.replace("w", "x.requires_grad_()"))
+    watch = WatchOps()
+    dispatch.add_hook(watch)
+    try:
+        general = run()
+    finally:
+        dispatch.remove_hook(watch)
+    lane = run()
+    assert lane == general and lane[0] == f"{name.title().replace('_', '')}Backward0"
 
 
 def test_in_place_draws_bump_the_version_and_return_self():
@@ -355,6 +381,13 @@ def test_tensor_owns_its_memory():
 @pytest.mark.parametrize(
     "call",
     [
+        "t.gather(x, 1, far)",
+        "t.gather(x, 1, -idx)",
+        "t.gather(x, 0, idx)",
+        "t.gather(x[:, :1], 0, idx)",
+        "t.scatter_add(x, 1, far, y)",
+        "t.scatter_add(x, 1, idx, y64)",
+        "t.scatter_add(x, 1, idx, y[:, :2])",
         "t.scatter(x, 1, far, y)",
         "t.scatter(x, 1, -idx, y)",
         "t.scatter(x, 2, idx, y)",
@@ -388,6 +421,10 @@ def test_index_lanes_leave_errors_to_the_forward(call):
 @pytest.mark.parametrize(
     "call",
     [
+        "t.gather(w, 1, idx)",
+        "t.gather(w[:, 1:], 1, idx % 2)",
+        "t.scatter_add(w, 1, idx, y)",
+        "t.scatter_add(x, 1, idx, w)",
         "t.scatter(w, 1, idx, y)",
         "t.scatter(x, 1, idx, w)",
         "t.scatter(w * 1, 1, idx, y)",

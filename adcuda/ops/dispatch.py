@@ -506,19 +506,26 @@ elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
 """
 
 
-# The direct lane of an op declared with ``direct=fn`` (registry.py; one that records nothing itself):
-# while no hook is attached (``_plain``), the entry first calls ``fn`` with the forward's parameters by
-# position, and returns what it gives unless that is None. ``fn`` is the op's common case in one frame
-# (a factory's host array wrapped, a draw of the host module): the forward's keyword call, NumPy's error
-# state switch (``fn`` makes no call that can warn) and the forward's helper frames are most of a small
-# factory's cost. An error in it is the path's to raise, named: the call takes the path below.
+# The direct lane of an op declared with ``direct=fn`` (registry.py): while no hook is attached
+# (``_plain``), the entry first calls ``fn`` with the forward's parameters by position, and returns what
+# it gives unless that is None. ``fn`` is the op's common case in one frame (a factory's host array
+# wrapped, a draw of the host module, a gather of the host loop): the forward's keyword call, NumPy's
+# error state switch (``fn`` makes no call that can warn) and the forward's helper frames are most of a
+# small op's cost. An error in it is the path's to raise, named: the call takes the path below. An op
+# that records (differentiable, not composite) records what ``fn`` gave as the entry's path records the
+# forward's output (``_DIRECT_RECORD_SOURCE``: the same checks of which inputs take part, the same plan).
 _DIRECT_SOURCE = """        if _plain:
             try:
                 _r = KERNEL({arguments})
             except Exception:
                 _r = None  # the path below raises the op's named error
             if _r is not None:
-                return _r
+{finish}                return _r
+"""
+
+_DIRECT_RECORD_SOURCE = """                _mask = 0
+{checks}                if _mask and grad_state.enabled:
+                    (PLANS[_mask] or OP.plan(_mask)).record(_r, _r, {values})
 """
 
 
@@ -843,7 +850,11 @@ def _generated_entry(op):
     op.tensor_params = _tensor_params(op)
     lane, kernel = _lane(op, defaults, values) if op.plain is not None else ("", None)
     if op.direct is not None:
-        lane, kernel = _DIRECT_SOURCE.format(arguments=", ".join(values)), op.direct
+        finish = ""
+        if op.differentiable and not op.composite:
+            checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
+            finish = _DIRECT_RECORD_SOURCE.format(checks=_indented(checks, 16), values=", ".join(values))
+        lane, kernel = _DIRECT_SOURCE.format(arguments=", ".join(values), finish=finish), op.direct
     if lane_first:
         lane += dtype_check  # (after the lane: the path's)
     if op.composite or not op.differentiable:

@@ -21,7 +21,7 @@ from .._native import _C
 from ..autograd.graph import needs_grad
 from ..backends import device_caches
 from ..backends.cpu import slice as _cpu_slice
-from ..backends.cpu.index import flat_diagonal_matrix, masked_scattered, scattered_along
+from ..backends.cpu.index import flat_diagonal_matrix, gathered_along, masked_scattered, scattered_along
 from ..device import CPU
 from ..errors import (
     DeviceError,
@@ -588,11 +588,30 @@ def _gather_grad(grad, input_shape, dim, index):
     return scatter_add(filled(input_shape, 0, grad.dtype, grad._device), d, index, grad)
 
 
+def _gather_direct(input, dim, index):
+    """gather's direct lane (registry.py's ``direct=``; the entry records its output): the host loop's
+    gather of CPU tensors at an int64 index; None for any other call (the forward's path, which checks
+    and names the errors)."""
+    if (
+        input.__class__ is Tensor
+        and index.__class__ is Tensor
+        and dim.__class__ is int
+        and input._device is CPU
+        and index._device is CPU
+    ):
+        a = input._data
+        out = gathered_along(a, dim + a.ndim if dim < 0 else dim, index._data)
+        if out is not None:
+            return wrap(out, CPU)
+    return None
+
+
 @op(
     "gather",
     doc="Values of input at index along dim (out[i][j] = input[index[i][j]][j] for dim 0).",
     node="GatherBackward0",
     grads={"input": _gather_grad},
+    direct=_gather_direct,
 )
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index_tensor("gather", input, dim, index)
@@ -614,6 +633,25 @@ def _scatter_add_src_grad(grad, dim, index, src_shape):
     return g_src
 
 
+def _scatter_add_direct(input, dim, index, src):
+    """scatter_add's direct lane (the entry records its output): the host loop's sum of src (of input's
+    dtype) into a copy of input at an int64 index along dim, CPU tensors; None for any other call."""
+    if (
+        input.__class__ is Tensor
+        and index.__class__ is Tensor
+        and src.__class__ is Tensor
+        and dim.__class__ is int
+        and input._device is CPU
+        and index._device is CPU
+        and src._device is CPU
+    ):
+        a = input._data
+        out = scattered_along(a, dim + a.ndim if dim < 0 else dim, index._data, src._data, "add")
+        if out is not None:
+            return wrap(out, CPU)
+    return None
+
+
 @op(
     "scatter_add",
     dtypes=ANY.one_dtype("input", "src"),
@@ -621,6 +659,7 @@ def _scatter_add_src_grad(grad, dim, index, src_shape):
     node="ScatterAddBackward0",
     inplace=True,
     grads={"input": lambda grad: grad, "src": _scatter_add_src_grad},
+    direct=_scatter_add_direct,
 )
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index_tensor("scatter_add", input, dim, index)

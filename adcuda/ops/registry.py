@@ -51,12 +51,14 @@ The declaration says everything the rest of adcuda needs:
   instead, as ``view=``, the function that makes its output's array from a CPU input's NumPy array and
   the op's other arguments, giving None where it is not sure to give what the forward would: the
   dispatch point's view lane then calls it directly while no hook is attached (dispatch.py).
-- **direct case**: ``direct=fn`` (an op that records nothing itself: composite, or not differentiable)
-  gives the op's common case as one function of the forward's parameters, by position (a ``*args``
-  parameter as its tuple), returning the result or None where the call takes the forward after all:
-  the entry calls it first while no hook is attached (its direct lane, adcuda/ops/dispatch.py), without
-  switching NumPy's error state, so it makes no NumPy call that can warn (a factory's allocation, a
-  host module's draw). The factories' and random draws' CPU case.
+- **direct case**: ``direct=fn`` gives the op's common case as one function of the forward's
+  parameters, by position (a ``*args`` parameter as its tuple), returning the result or None where the
+  call takes the forward after all: the entry calls it first while no hook is attached (its direct
+  lane, adcuda/ops/dispatch.py), without switching NumPy's error state, so it makes no NumPy call that
+  can warn (a factory's allocation, a host module's draw). An op that records (differentiable, not
+  composite) has what ``fn`` gives recorded as the forward's output would be; a composite records
+  through the ops it calls, so its ``fn`` gives None where an input takes part in a graph. The
+  factories', random draws' and the index family's CPU case (gather, scatter, diagflat, ...).
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
@@ -197,8 +199,6 @@ class OpDef:
         targets = {t for f in self.grads for t in f.targets}
         self.inputs = tuple(p for p in self.params if p in targets)
         self.differentiable = bool(self.grads) if differentiable is None else differentiable
-        if direct is not None and self.differentiable and not composite:
-            raise ValueError(f"op {name!r}: direct= is for an op that records nothing itself")
         if self.differentiable and not composite and not self.grads:
             raise ValueError(f"op {name!r}: a differentiable op needs grads (or composite=True)")
         # backward plans by the bit mask of the inputs that require grad, made on first use

@@ -122,6 +122,18 @@ def scattered_along(a: Any, axis: int, idx: Any, src: Any, how: str) -> BackendA
     return out
 
 
+def gathered_along(a: Any, axis: int, idx: Any) -> BackendArray | None:
+    """``a``'s elements at ``idx`` along ``axis`` by the host loop (a new row-major array of idx's shape):
+    gather's common case for its direct lane (ops/index.py), on arrays the loop takes as they are (see
+    ``scattered_along``); None for anything else and for an index value outside [0, size)."""
+    if _native_gather is None or a.__class__ is not np.ndarray:
+        return None
+    try:
+        return _native_gather(a, axis, idx)
+    except (IndexError, ValueError, TypeError):
+        return None
+
+
 _native_masked_scatter = getattr(_C, "host_masked_scatter", None)
 
 
