@@ -65,6 +65,12 @@ CASES = {
         ((4, 6), lambda x: x.chunk(2, 1)[1]),
         ((4, 6), lambda x: x.unbind(0)[3]),
     ],
+    "diagonal": [
+        ((4, 6), lambda x: x.diagonal()),
+        ((4, 6), lambda x: torch.diagonal(x, 2)),
+        ((4, 6), lambda x: x.diagonal(-3)),
+        ((6, 4), lambda x: x.diagonal(offset=1, dim1=0, dim2=1)),
+    ],
     "as_strided": [
         ((4, 6), lambda x: torch.as_strided(x, (3, 3), (6, 1), 2)),
         ((4, 6), lambda x: x.as_strided((2, 2), (1, 6))),
@@ -87,6 +93,10 @@ DECLINED = [
     ((4, 6), lambda x: x.squeeze(2)),
     ((4, 6), lambda x: x[5]),
     ((4, 6), lambda x: x[:, 1, 2]),
+    ((4, 6), lambda x: x.diagonal(7)),  # an empty diagonal
+    ((4, 6), lambda x: x.diagonal(0, 1, 0)),
+    ((4, 6), lambda x: x.t().diagonal(1)),
+    ((2, 3, 4), lambda x: x.diagonal()),
 ]
 
 

@@ -1317,10 +1317,36 @@ def _diagonal_grad(grad, input_shape, offset, dim1, dim2):
     return diagonal_scatter(filled(input_shape, 0, grad.dtype, grad._device), grad, offset, dim1, dim2)
 
 
+def _diagonal_array(a, offset, dim1, dim2):
+    """diagonal's array on the CPU, for the view lane (registry.py's ``view=``): a row-major matrix's
+    diagonal at an int offset of the default dims, the strided view of its flat memory that
+    ``_diagonal_data`` makes; None for any other call (an empty diagonal too: the forward's path)."""
+    if not (
+        dim1.__class__ is dim2.__class__ is offset.__class__ is int
+        and dim1 == 0
+        and dim2 == 1
+        and a.ndim == 2
+        and a.flags.c_contiguous
+    ):
+        return None
+    rows, cols = a.shape
+    if offset >= 0:  # (its first element and length, without min's call)
+        start, n = offset, cols - offset
+        if rows < n:
+            n = rows
+    else:
+        start, n = -offset * cols, rows + offset
+        if cols < n:
+            n = cols
+    if n <= 0:
+        return None
+    return a.reshape(rows * cols)[start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
+
+
 @op(
     "diagonal",
     doc="The diagonal at offset of the planes of dim1 and dim2, as the last dim (a view).",
-    view=True,
+    view=_diagonal_array,
     node="DiagonalBackward0",
     grads={"input": _diagonal_grad},
 )
