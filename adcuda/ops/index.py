@@ -19,9 +19,10 @@ import numpy as np
 from .. import dtypes as dt
 from .._native import _C
 from ..autograd.graph import needs_grad
+from ..backends import cpu as _cpu_backend
 from ..backends import device_caches
 from ..backends.cpu import slice as _cpu_slice
-from ..backends.cpu.index import flat_diagonal_matrix, gathered_along, masked_scattered, scattered_along
+from ..backends.cpu.index import embedded_diagonals, gathered_along, indexed_along, masked_scattered, scattered_along
 from ..device import CPU
 from ..errors import (
     DeviceError,
@@ -677,7 +678,26 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return wrap(primitives(input).scatter_add(input._data, d, index._data, src._data), input._device)
 
 
-@op("index_select", doc="The entries of input at the 1-D index along dim.", composite=True)
+def _index_select_direct(input, dim, index):
+    """index_select's direct lane: NumPy's take of a CPU tensor that takes part in no graph along dim, at
+    a 1-D int64 index the host loop found in [0, size); None for any other call (the forward's path)."""
+    if (
+        input.__class__ is Tensor
+        and index.__class__ is Tensor
+        and dim.__class__ is int
+        and input._device is CPU
+        and index._device is CPU
+        and _untracked(input)
+    ):
+        a, i = input._data, index._data
+        if i.__class__ is np.ndarray and i.ndim == 1 and i.dtype is _INT64 and i.size and a.ndim:
+            d = dim + a.ndim if dim < 0 else dim
+            if 0 <= d < a.ndim and _native_all_below is not None and _native_all_below(i, a.shape[d]):
+                return wrap(a.take(i, d), CPU)
+    return None
+
+
+@op("index_select", doc="The entries of input at the 1-D index along dim.", composite=True, direct=_index_select_direct)
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index._data.ndim > 1:
         raise IndexOutOfRangeError("index_select: index must be a 1-D int64 tensor (a vector)")
@@ -693,7 +713,12 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
         return getitem(input, (slice(None),) * d + (wrap(vector, index._device),))  # getitem's device error
     # the backend key itself (one index array, placed at dim d by NumPy's rule and PyTorch's alike):
     # index_key directly, not getitem's key conversion and dispatch
-    return _unrecorded(index_key, input)(input, (vector,) if d == 0 else (slice(None),) * d + (vector,))
+    key = (vector,) if d == 0 else (slice(None),) * d + (vector,)
+    if needs_grad(input):
+        return index_key(input, key)
+    # row-major, as PyTorch's (NumPy's advanced indexing lays a key after a slice out otherwise)
+    bk = primitives(input)
+    return wrap(bk.contiguous(bk.index(input._data, key)), input._device)
 
 
 @op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
@@ -1081,6 +1106,16 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     return getitem(input.expand(shape), mask.expand(shape))
 
 
+def _nonzero_direct(input, as_tuple=False):
+    """nonzero's (as_tuple False) and argwhere's direct lane: the rows of the kept coordinate grid where a
+    CPU bool tensor of at least one dim is true, as the forward takes them; None for any other call."""
+    if as_tuple is False and input.__class__ is Tensor and input._device is CPU:
+        a = input._data
+        if a.__class__ is np.ndarray and a.dtype is _BOOL and a.ndim:
+            return wrap(_cpu_backend.index(_coordinate_grid(_cpu_backend, a.shape, CPU), (a,)), CPU)
+    return None
+
+
 @overload
 def nonzero(input: Tensor, *, as_tuple: Literal[False] = False) -> Tensor: ...
 @overload
@@ -1091,6 +1126,7 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, 
     "nonzero",
     doc="The indices of the nonzero elements: (count, ndim) int64, or one 1-D tensor per dim.",
     composite=True,
+    direct=_nonzero_direct,
 )
 def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
     return _nonzero(input, as_tuple)
@@ -1186,12 +1222,41 @@ def _put_along(name, input, d, index, source, accumulate):
     return _unrecorded(index_put_key, input, source)(input, key, source, accumulate, None, name)
 
 
+def _index_along_direct(how):
+    """index_copy's ("write") or index_add's ("add") direct lane: the host loop's write of source's slices
+    into a row-major copy of input at a 1-D int64 index in [0, size) along dim, CPU tensors of one dtype
+    that take part in no graph (index_add's alpha 1); None for any other call (the forward's path)."""
+
+    def direct(input, dim, index, source, alpha=1):
+        if (
+            input.__class__ is Tensor
+            and index.__class__ is Tensor
+            and source.__class__ is Tensor
+            and dim.__class__ is int
+            and alpha.__class__ is int
+            and alpha == 1
+            and input._device is CPU
+            and index._device is CPU
+            and source._device is CPU
+            and _untracked(input)
+            and _untracked(source)
+        ):
+            a = input._data
+            out = indexed_along(a, dim + a.ndim if dim < 0 else dim, index._data, source._data, how)
+            if out is not None:
+                return wrap(out, CPU)
+        return None
+
+    return direct
+
+
 @op(
     "index_add",
     dtypes=ANY.one_dtype("input", "source"),
     doc="input with alpha * source added at the 1-D index along dim.",
     composite=True,
     inplace=True,
+    direct=_index_along_direct("add"),
 )
 def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Number = 1) -> Tensor:
     d, index = _index_along("index_add", input, dim, index, source)
@@ -1204,13 +1269,46 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: 
     doc="input with source's slices written at the 1-D index along dim.",
     composite=True,
     inplace=True,
+    direct=_index_along_direct("write"),
 )
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     d, index = _index_along("index_copy", input, dim, index, source)
     return _put_along("index_copy", input, d, index, source, False)
 
 
-@op("index_fill", doc="input with value at the 1-D index along dim.", composite=True, inplace=True)
+def _index_fill_direct(input, dim, index, value):
+    """index_fill's direct lane: a number written into a row-major copy of input at a 1-D int64 index
+    along dim (negative values from the end) by NumPy's assignment, a CPU tensor that takes part in no
+    graph; None for any other call, and where NumPy finds a value out of range (the forward's path)."""
+    if (
+        input.__class__ is Tensor
+        and index.__class__ is Tensor
+        and dim.__class__ is int
+        and value.__class__ in _NUMBERS
+        and input._device is CPU
+        and index._device is CPU
+        and _untracked(input)
+    ):
+        a, i = input._data, index._data
+        if a.ndim and i.__class__ is np.ndarray and i.ndim == 1 and i.dtype is _INT64:
+            d = dim + a.ndim if dim < 0 else dim
+            if 0 <= d < a.ndim:
+                out = a.copy()
+                out[(i,) if d == 0 else (slice(None),) * d + (i,)] = scalar_into("index_fill", value, input.dtype)
+                return wrap(out, CPU)
+    return None
+
+
+_NUMBERS = frozenset((int, float, bool))
+
+
+@op(
+    "index_fill",
+    doc="input with value at the 1-D index along dim.",
+    composite=True,
+    inplace=True,
+    direct=_index_fill_direct,
+)
 def index_fill(input: Tensor, dim: int, index: Tensor, value: Tensor | Number) -> Tensor:
     d, index = _index_vector("index_fill", input, dim, index)
     bk = primitives(input)
@@ -1261,7 +1359,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     return _unrecorded(gather, input)(input, d, indices)
 
 
-@op("argwhere", doc="The indices of the nonzero elements, (count, ndim) int64.", composite=True)
+@op("argwhere", doc="The indices of the nonzero elements, (count, ndim) int64.", composite=True, direct=_nonzero_direct)
 def argwhere(input: Tensor) -> Tensor:
     return _nonzero(input, False)
 
@@ -1359,6 +1457,21 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
     return wrap(_diagonal_data(primitives(input), data, offset, d1, d2), input._device)
 
 
+def _diagonal_scatter_direct(input, src, offset, dim1, dim2):
+    """diagonal_scatter's direct lane (the entry records its output): src (of input's dtype) copied onto
+    the diagonal view ``_diagonal_array`` makes of a row-major copy of a CPU matrix; None for any other
+    call (the forward's path, which checks and names the errors)."""
+    if input.__class__ is Tensor and src.__class__ is Tensor and input._device is CPU and src._device is CPU:
+        a, s = input._data, src._data
+        if a.__class__ is np.ndarray and s.__class__ is np.ndarray and s.dtype is a.dtype:
+            out = a.copy()
+            target = _diagonal_array(out, offset, dim1, dim2)
+            if target is not None and target.shape == s.shape:
+                target[...] = s
+                return wrap(out, CPU)
+    return None
+
+
 @op(
     "diagonal_scatter",
     doc="A copy of input with src written on the diagonal (at offset) of the planes of dim1 and dim2.",
@@ -1369,6 +1482,7 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
         ),
         "src": lambda grad, offset, dim1, dim2: diagonal(grad, offset, dim1, dim2),
     },
+    direct=_diagonal_scatter_direct,
 )
 def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     offset, d1, d2 = _diagonal_dims("diagonal_scatter", input._data.ndim, offset, dim1, dim2)
@@ -1422,11 +1536,25 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
 
 
+def _diag_embed_direct(input, offset, dim1, dim2):
+    """diag_embed's direct lane (the entry records its output): the planes last (the default dims), made
+    on the host in one write, a CPU tensor of at least one dim; None for any other call."""
+    if input.__class__ is Tensor and dim1.__class__ is dim2.__class__ is offset.__class__ is int:
+        a = input._data
+        last = a.ndim  # (the output's last dim)
+        if input._device is CPU and (dim1 == -2 or dim1 == last - 1) and (dim2 == -1 or dim2 == last):
+            out = embedded_diagonals(a, offset)
+            if out is not None:
+                return wrap(out, CPU)
+    return None
+
+
 @op(
     "diag_embed",
     doc="The last dim of input as the diagonals (at offset) of the planes of dim1 and dim2.",
     node="DiagEmbedBackward0",
     grads={"input": lambda grad, offset, dim1, dim2: diagonal(grad, offset, dim1, dim2)},
+    direct=_diag_embed_direct,
 )
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     in_shape = input._data.shape  # (the array's: Tensor.shape makes one a read)
@@ -1464,7 +1592,8 @@ def _diagflat_direct(input, offset):
     """diagflat's direct lane: the matrix made on the host in one write, for a CPU tensor that takes part
     in no graph; None for any other call (the forward's path)."""
     if input.__class__ is Tensor and offset.__class__ is int and input._device is CPU and _untracked(input):
-        out = flat_diagonal_matrix(input._data, offset)
+        a = input._data
+        out = embedded_diagonals(a.reshape(a.size), offset)
         if out is not None:
             return wrap(out, CPU)
     return None
@@ -1778,7 +1907,24 @@ def fold(
     return image if input.ndim == 3 else image.squeeze(0)
 
 
-@op("take", doc="The elements of input (read flat) at index, in index's shape.", composite=True)
+def _take_direct(input, index):
+    """take's direct lane: NumPy's take of a CPU tensor that takes part in no graph, read flat (row-major)
+    at an int64 index (negative values from the end, as the forward's); None for any other call, and
+    where NumPy finds a value out of range (the forward's path names it)."""
+    if (
+        input.__class__ is Tensor
+        and index.__class__ is Tensor
+        and input._device is CPU
+        and index._device is CPU
+        and _untracked(input)
+    ):
+        a, i = input._data, index._data
+        if a.__class__ is np.ndarray and i.__class__ is np.ndarray and i.ndim and i.dtype is _INT64:
+            return wrap(a.take(i), CPU)
+    return None
+
+
+@op("take", doc="The elements of input (read flat) at index, in index's shape.", composite=True, direct=_take_direct)
 def take(input: Tensor, index: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:
         raise DTypeError("take: index must be an integer tensor")
@@ -1793,12 +1939,39 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     return getitem(input.reshape(-1), index)
 
 
+def _put_direct(input, index, source, accumulate):
+    """put's direct lane: the host loop's write (or sum) of source into a row-major copy of input read
+    flat, at an int64 index in [0, size), CPU tensors that take part in no graph; None for any other call
+    (the forward's path, which wraps negative positions and names the errors)."""
+    if (
+        input.__class__ is Tensor
+        and index.__class__ is Tensor
+        and source.__class__ is Tensor
+        and accumulate.__class__ is bool
+        and input._device is CPU
+        and index._device is CPU
+        and source._device is CPU
+        and _untracked(input)
+        and _untracked(source)
+    ):
+        a, i, src = input._data, index._data, source._data
+        if a.ndim and i.__class__ is np.ndarray and src.__class__ is np.ndarray and i.size == src.size:
+            out = indexed_along(a.reshape(a.size), 0, i.reshape(i.size), src.reshape(src.size), _PUT_HOW[accumulate])
+            if out is not None:
+                return wrap(out.reshape(a.shape), CPU)
+    return None
+
+
+_PUT_HOW = {False: "write", True: "add"}  # put's accumulate, as indexed_along's combine
+
+
 @op(
     "put",
     dtypes=ANY.one_dtype("input", "source"),
     doc="input with source written (or added) at the flat positions index.",
     composite=True,
     inplace=True,
+    direct=_put_direct,
 )
 def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
     if not isinstance(index, Tensor) or index.dtype.category != dt.INTEGER:

@@ -164,6 +164,50 @@ py::array host_gather_along(const py::array& a, int axis, const py::array& index
   return by_dtype("host_gather_along", a, index, {}, [&](auto tag) { return gather_along<decltype(tag)>(a, axis, index); });
 }
 
+// out (row-major, written in place) with src's slices along dim combined at the 1-D index's positions
+// (src row-major, of out's shape but index's length at dim): index_copy's write (0) and index_add's sum
+// (1), in index order (a repeated position takes each in turn, as NumPy's assignment and ufunc.at do)
+template <typename T>
+void index_along(const py::array& out, int dim, const py::array& index, const py::array& src, int how) {
+  const int ndim = static_cast<int>(out.ndim());
+  const auto c_style = py::array::c_style;
+  if (index.ndim() != 1 || src.ndim() != ndim || dim < 0 || dim >= ndim || !(out.flags() & c_style) ||
+      !(src.flags() & c_style) || (how != kWrite && how != kAdd)) {
+    throw py::value_error("host_index_along: expected row-major arrays of one rank, a 1-d index and a dim of them");
+  }
+  const Index k = static_cast<Index>(index.shape()[0]), n = static_cast<Index>(out.shape()[dim]);
+  Index outer = 1, inner = 1;
+  for (int d = 0; d < ndim; ++d) {
+    if (src.shape()[d] != (d == dim ? k : out.shape()[d])) {
+      throw py::value_error("host_index_along: src must have out's shape with the index's length at dim");
+    }
+    if (d < dim) outer *= static_cast<Index>(out.shape()[d]);
+    if (d > dim) inner *= static_cast<Index>(out.shape()[d]);
+  }
+  const Index* values = static_cast<const Index*>(index.data());
+  const Index step = static_cast<Index>(index.strides()[0]) / static_cast<Index>(sizeof(Index));
+  for (Index i = 0; i < k; ++i) {  // (checked first: nothing is written for an index out of range)
+    const Index v = values[i * step];
+    if (v < 0 || v >= n) {
+      throw py::index_error("index " + std::to_string(v) + " is out of bounds for dim " + std::to_string(dim) +
+                            " with size " + std::to_string(n));
+    }
+  }
+  T* target = static_cast<T*>(py::array(out).mutable_data());
+  const T* from = static_cast<const T*>(src.data());
+  for (Index o = 0; o < outer; ++o) {
+    for (Index i = 0; i < k; ++i) {
+      T* to = target + (o * n + values[i * step]) * inner;
+      const T* row = from + (o * k + i) * inner;
+      for (Index j = 0; j < inner; ++j) to[j] = combined(how, to[j], row[j]);
+    }
+  }
+}
+
+void host_index_along(const py::array& out, int dim, const py::array& index, const py::array& src, int how) {
+  by_dtype("host_index_along", out, index, {&src}, [&](auto tag) { index_along<decltype(tag)>(out, dim, index, src, how); });
+}
+
 // element copies of one size, as unsigned words (the value's bits, whatever its dtype)
 template <typename W>
 void masked_copy(void* to, const bool* mask, const void* from, Index total) {
@@ -322,6 +366,10 @@ void bind_index(py::module_& m) {
         "the larger (3) or smaller (4) kept; IndexError for an index value outside [0, size).");
   m.def("host_gather_along", &host_gather_along, py::arg("a"), py::arg("axis"), py::arg("index"),
         "A new array of index's shape: a's elements at index along axis; IndexError as host_scatter_along.");
+  m.def("host_index_along", &host_index_along, py::arg("out"), py::arg("dim"), py::arg("index"), py::arg("src"),
+        py::arg("how"),
+        "out (row-major) with src's slices along dim written (0) or added (1) at the 1-d int64 index's positions; "
+        "IndexError (nothing written) for an index value outside [0, size).");
   m.def("host_masked_scatter", &host_masked_scatter, py::arg("out"), py::arg("mask"), py::arg("src"),
         "out (row-major) with src's leading elements written in order where the bool mask is true; False "
         "(nothing written) where src has too few.");

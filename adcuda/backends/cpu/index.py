@@ -105,12 +105,13 @@ def _scattered_natively(out, axis, idx, src, reduce):
 
 
 def scattered_along(a: Any, axis: int, idx: Any, src: Any, how: str) -> BackendArray | None:
-    """A copy of ``a`` (its layout kept, as the op's copy keeps it) with ``src`` combined at ``idx`` along ``axis`` by the host loop (``how``:
-    "write", "add" or "sum", "prod", "amax", "amin"; NumPy's maximum and minimum): the common case of
-    scatter and scatter_reduce (include_self) for their direct lanes (ops/index.py), on arrays the loop
-    takes as they are: float32/float64/int64/int32 of one dtype, an int64 index of their rank no larger
-    than src, nor than ``a`` but along ``axis`` (0 <= axis < rank). None for anything else, and where an
-    index value lies outside [0, size): the op's path then checks and names the error."""
+    """A copy of ``a`` (its layout kept, as the op's copy keeps it) with ``src`` combined at ``idx`` along
+    ``axis`` by the host loop (``how``: "write", "add" or "sum", "prod", "amax", "amin"; NumPy's maximum
+    and minimum): the common case of scatter, scatter_add and scatter_reduce (include_self) for their
+    direct lanes (ops/index.py), on arrays the loop takes as they are: float32/float64/int64/int32 of one
+    dtype, an int64 index of their rank no larger than src, nor than ``a`` but along ``axis`` (0 <= axis
+    < rank). None for anything else, and where an index value lies outside [0, size): the op's path then
+    checks and names the error."""
     combine = _HOW.get(how)
     if _native_scatter is None or combine is None or a.__class__ is not np.ndarray:
         return None
@@ -151,17 +152,37 @@ def masked_scattered(a: Any, mask: Any, src: Any) -> BackendArray | None:
         return None
 
 
-def flat_diagonal_matrix(a: Any, offset: int) -> BackendArray | None:
-    """diagflat of a host array: zeros with ``a``'s elements (row-major) on the diagonal at ``offset``, in
-    one strided write (its direct lane's kernel, ops/index.py; diag_embed's steps, without the views'
-    calls). None for an array of another kind."""
-    if a.__class__ is not np.ndarray:
+def embedded_diagonals(a: Any, offset: int) -> BackendArray | None:
+    """Zeros with ``a``'s last dim on the diagonals (at ``offset``) of new planes of its size + |offset|
+    (the last two dims): diag_embed's default dims and diagflat (of ``a`` flattened), for their direct
+    lanes (ops/index.py), in one strided write where the forward's views cost several calls. None for
+    an array of another kind or a 0-d one."""
+    if a.__class__ is not np.ndarray or not a.ndim:
         return None
-    n = a.size
+    lead, n = a.shape[:-1], a.shape[-1]
     size = n + (offset if offset >= 0 else -offset)
-    out = np.zeros((size, size), a.dtype)
+    out = np.zeros(lead + (size, size), a.dtype)
     start = offset if offset >= 0 else -offset * size
-    out.reshape(size * size)[start : start + n * (size + 1) : size + 1] = a.reshape(n)
+    out.reshape(lead + (size * size,))[..., start : start + n * (size + 1) : size + 1] = a
+    return out
+
+
+_native_index_along = getattr(_C, "host_index_along", None)
+_INDEX_HOW = {"write": 0, "add": 1}
+
+
+def indexed_along(a: Any, dim: int, idx: Any, src: Any, how: str) -> BackendArray | None:
+    """A copy of the row-major ``a`` with ``src``'s slices along ``dim`` written ("write") or added ("add")
+    at the 1-D int64 ``idx``'s positions by the host loop: index_copy's and index_add's (and put's, on
+    the flat arrays) common case for their direct lanes (ops/index.py). None for anything else (another
+    layout, dtype or shape, an index value outside [0, size)): the op's path checks and names it."""
+    if _native_index_along is None or a.__class__ is not np.ndarray or not a.flags.c_contiguous:
+        return None
+    out = a.copy()
+    try:
+        _native_index_along(out, dim, idx, src, _INDEX_HOW[how])
+    except (IndexError, ValueError, TypeError):
+        return None
     return out
 
 
