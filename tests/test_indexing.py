@@ -41,6 +41,8 @@ KEYS = {
     "slice past the end": lambda m: slice(1, 10),
     "negative slice bounds": lambda m: (slice(None), slice(-2, None)),
     "empty slice": lambda m: slice(2, 1),
+    "0-d tensor bounds": lambda m: slice(m.tensor(1), m.tensor(-1)),
+    "0-d int32 and None bounds": lambda m: slice(None, m.tensor(2, dtype=m.int32)),
     "None": lambda m: None,
     "None in the middle": lambda m: (0, None, slice(None), None),
     "Ellipsis": lambda m: (Ellipsis, 1),

@@ -61,7 +61,13 @@ def _is_basic_item(k):
 
 def _int_or_none(bound):
     """A slice bound as an int (a 0-d tensor's value too), or None."""
-    return bound if bound is None or bound.__class__ is int else int(bound)
+    if bound is None or bound.__class__ is int:
+        return bound
+    if bound.__class__ is Tensor and bound._device is CPU:
+        data = bound._data
+        if data.__class__ is np.ndarray and data.dtype is _INT64 and not data.ndim:
+            return data.item()  # (a CPU int64 scalar's value: int()'s checks and calls cannot fail here)
+    return int(bound)
 
 
 def _sequence_as_tuple(key):
@@ -101,6 +107,9 @@ def convert_key(input, key, name):
         and (key.step is None or key.step.__class__ is int and key.step > 0)
     ):
         return (key,), True, None
+    if key.__class__ is slice and key.step is None:
+        # x[a:b] with bounds of another kind (0-d tensors): what the loop below makes of it
+        return (slice(_int_or_none(key.start), _int_or_none(key.stop)),), True, None
     if key.__class__ is tuple:
         # a tuple of ints and plain slices (x[:, 1], select, narrow) is basic and taken as it is: what
         # the loop below makes of it, without its bookkeeping
