@@ -53,6 +53,7 @@ def _scope():
         "idx": t.tensor([[2, 0, 2], [1, 1, 0]]),
         "far": t.tensor([[0, 3, 1], [1, 1, 0]]),  # 3: out of range along dim 1
         "mask": t.tensor([[True, False, True], [False, True, True]]),
+        "index": importlib.import_module("adcuda.ops.index"),  # (getitem has the [] operator alone)
     }
 
 
@@ -233,6 +234,13 @@ CALLS = [
     "t.diagonal_scatter(x, y[0, :1], -1)",
     "t.diagonal_scatter(x.t(), y[0, :2])",
     "t.diagonal_scatter(xi, xi[0, :2])",
+    "index.getitem(x, 1)",
+    "x[:, 1:]",
+    "x[t.tensor(1) :, None]",
+    "x[idx % 2]",
+    "x[mask]",
+    "x[0, idx[0]]",
+    "x[[1, 0], ..., [2, 2]]",
 ]
 
 
@@ -440,6 +448,9 @@ def test_tensor_owns_its_memory():
         "t.masked_scatter(x, mask.int(), y)",
         "t.masked_scatter(x, mask, y64)",
         "t.diagflat(x, 1.5)",
+        "x[2]",
+        "x[:, far]",
+        "x['a']",
         "t.index_select(x, 0, idx[0])",
         "t.take(x, idx * 3)",
         "t.put(x, idx[0] * 3, y[0])",
@@ -483,6 +494,10 @@ def test_index_lanes_leave_errors_to_the_forward(call):
         "t.masked_scatter(x, mask, w)",
         "t.diagflat(w)",
         "t.diagflat(w[0])",
+        "w[1]",
+        "w[idx % 2]",
+        "w[mask]",
+        "w[:, idx[0]]",
         "t.index_select(w, 1, idx[0])",
         "t.take(w, idx)",
         "t.put(w, idx[0], y[0])",

@@ -312,6 +312,18 @@ def index_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     return wrap(data, input._device)
 
 
+def _read(input, key):
+    """getitem's forward, which is also its direct lane (registry.py's ``direct=``): the ops it calls
+    (slice_key's view lane, index_key, the conversions) record, link views and quiet NumPy themselves,
+    so the entry's own error-state switch and forward frame are not needed around them; an error raised
+    here takes the entry's path, which raises it named."""
+    bkey, basic, move = convert_key(input, key, "index")
+    if basic:
+        return slice_key(input, bkey, key)
+    out = index_key(input, bkey, key)
+    return out if move is None else _moved(out, move)
+
+
 @op(
     "getitem",
     doc="input[key]: a view for basic keys, a copy for integer-tensor and mask keys.",
@@ -319,13 +331,10 @@ def index_key(input: Tensor, bkey: tuple, key: Any = None) -> Tensor:
     function=False,
     method=False,
     operators=("__getitem__",),
+    direct=_read,
 )
 def getitem(input: Tensor, key: Any) -> Tensor:
-    bkey, basic, move = convert_key(input, key, "index")
-    if basic:
-        return slice_key(input, bkey, key)
-    out = index_key(input, bkey, key)
-    return out if move is None else _moved(out, move)
+    return _read(input, key)
 
 
 def _unrecorded(entry, *tensors):
