@@ -19,10 +19,18 @@ import numpy as np
 from .. import dtypes as dt
 from .._native import _C
 from ..autograd.graph import needs_grad
-from ..backends import cpu as _cpu_backend
 from ..backends import device_caches
 from ..backends.cpu import slice as _cpu_slice
-from ..backends.cpu.index import embedded_diagonals, gathered_along, indexed_along, masked_scattered, scattered_along
+from ..backends.cpu import where as _cpu_where
+from ..backends.cpu.index import (
+    embedded_diagonals,
+    gathered_along,
+    indexed_along,
+    masked_scattered,
+    nonzero_rows,
+    one_hot_rows,
+    scattered_along,
+)
 from ..device import CPU
 from ..errors import (
     DeviceError,
@@ -739,7 +747,34 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     return wrap(bk.contiguous(bk.index(input._data, key)), input._device)
 
 
-@op("masked_fill", doc="input with value where mask is true.", composite=True, inplace=True)
+def _masked_fill_direct(input, mask, value):
+    """masked_fill's direct lane: the forward's one where of the backend, for a number, a bool mask of
+    input's shape and a CPU float32/float64 tensor that takes part in no graph; None for any other call."""
+    if (
+        input.__class__ is Tensor
+        and mask.__class__ is Tensor
+        and value.__class__ in _NUMBERS
+        and input._device is CPU
+        and mask._device is CPU
+        and _untracked(input)
+    ):
+        a, m = input._data, mask._data
+        if m.__class__ is np.ndarray and m.dtype is _BOOL and m.shape == a.shape and a.dtype in _FLOAT_ARRAYS:
+            dtype = input.dtype
+            return wrap(_cpu_where(m, scalar_into("masked_fill", value, dtype), a, dtype), CPU)
+    return None
+
+
+_FLOAT_ARRAYS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+
+@op(
+    "masked_fill",
+    doc="input with value where mask is true.",
+    composite=True,
+    inplace=True,
+    direct=_masked_fill_direct,
+)
 def masked_fill(input: Tensor, mask: Tensor, value: Tensor | Number) -> Tensor:
     if not isinstance(mask, Tensor) or mask.dtype is not dt.bool_:
         raise (IndexValueError if isinstance(mask, Tensor) else DTypeError)(
@@ -801,12 +836,23 @@ def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle("triu", input, diagonal)
 
 
+def _one_hot_direct(input, num_classes):
+    """one_hot's direct lane: the host loop's rows of a non-empty CPU int64 tensor of classes in range;
+    None for any other call (the forward's path, which names the errors)."""
+    if input.__class__ is Tensor and num_classes.__class__ is int and input._device is CPU:
+        out = one_hot_rows(input._data, num_classes)
+        if out is not None:
+            return wrap(out, CPU)
+    return None
+
+
 @op(
     "one_hot",
     doc="Class indices as one-hot int64 rows of num_classes (inferred when -1).",
     composite=True,
     method=False,
     functional=True,
+    direct=_one_hot_direct,
 )
 def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     if input.dtype.category != dt.INTEGER:
@@ -1125,12 +1171,13 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
 
 
 def _nonzero_direct(input, as_tuple=False):
-    """nonzero's (as_tuple False) and argwhere's direct lane: the rows of the kept coordinate grid where a
-    CPU bool tensor of at least one dim is true, as the forward takes them; None for any other call."""
+    """nonzero's (as_tuple False) and argwhere's direct lane: the host loop's coordinates of the true
+    elements of a CPU bool tensor of at least one dim (the forward's rows of its coordinate grid); None
+    for any other call."""
     if as_tuple is False and input.__class__ is Tensor and input._device is CPU:
-        a = input._data
-        if a.__class__ is np.ndarray and a.dtype is _BOOL and a.ndim:
-            return wrap(_cpu_backend.index(_coordinate_grid(_cpu_backend, a.shape, CPU), (a,)), CPU)
+        out = nonzero_rows(input._data)
+        if out is not None:
+            return wrap(out, CPU)
     return None
 
 

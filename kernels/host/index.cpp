@@ -10,6 +10,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -208,6 +209,56 @@ void host_index_along(const py::array& out, int dim, const py::array& index, con
   by_dtype("host_index_along", out, index, {&src}, [&](auto tag) { index_along<decltype(tag)>(out, dim, index, src, how); });
 }
 
+// the coordinates of the true elements of a row-major bool array (at least one dim), in row-major
+// order, as a new (count, ndim) int64 array: nonzero's and argwhere's result in two passes (a count,
+// then the rows), where NumPy's boolean index of a coordinate grid costs several calls
+py::array host_nonzero(const py::array& mask) {
+  const int ndim = static_cast<int>(mask.ndim());
+  if (ndim < 1 || !(mask.flags() & py::array::c_style) || mask.dtype().kind() != 'b') {
+    throw py::value_error("host_nonzero: expected a row-major bool array of at least one dim");
+  }
+  const Index total = static_cast<Index>(mask.size());
+  const bool* values = static_cast<const bool*>(mask.data());
+  Index count = 0;
+  for (Index k = 0; k < total; ++k) count += values[k];
+  py::array_t<Index> out(std::vector<py::ssize_t>{static_cast<py::ssize_t>(count), ndim});
+  Index* row = out.mutable_data();
+  std::vector<Index> at(ndim, 0);
+  const py::ssize_t* shape = mask.shape();
+  for (Index k = 0; k < total; ++k) {
+    if (values[k]) {
+      for (int d = 0; d < ndim; ++d) row[d] = at[d];
+      row += ndim;
+    }
+    for (int d = ndim - 1; d >= 0; --d) {  // the next coordinates, row-major
+      if (++at[d] < shape[d]) break;
+      at[d] = 0;
+    }
+  }
+  return std::move(out);
+}
+
+// int64 rows of num_classes with a 1 at each class of a row-major int64 index (any shape; the rows in
+// its shape): one_hot's result in one pass; ValueError for a class outside [0, num_classes)
+py::array host_one_hot(const py::array& index, Index num_classes) {
+  if (!(index.flags() & py::array::c_style) || !holds<Index>(index) || num_classes < 0) {
+    throw py::value_error("host_one_hot: expected a row-major int64 index and a class count");
+  }
+  std::vector<py::ssize_t> shape(index.shape(), index.shape() + index.ndim());
+  shape.push_back(static_cast<py::ssize_t>(num_classes));
+  py::array_t<Index> out(shape);
+  const Index total = static_cast<Index>(index.size());
+  const Index* classes = static_cast<const Index*>(index.data());
+  Index* rows = out.mutable_data();
+  std::fill(rows, rows + total * num_classes, Index{0});
+  for (Index k = 0; k < total; ++k) {
+    const Index c = classes[k];
+    if (c < 0 || c >= num_classes) throw py::value_error("host_one_hot: a class out of range");
+    rows[k * num_classes + c] = 1;
+  }
+  return std::move(out);
+}
+
 // element copies of one size, as unsigned words (the value's bits, whatever its dtype)
 template <typename W>
 void masked_copy(void* to, const bool* mask, const void* from, Index total) {
@@ -370,6 +421,11 @@ void bind_index(py::module_& m) {
         py::arg("how"),
         "out (row-major) with src's slices along dim written (0) or added (1) at the 1-d int64 index's positions; "
         "IndexError (nothing written) for an index value outside [0, size).");
+  m.def("host_nonzero", &host_nonzero, py::arg("mask"),
+        "The (count, ndim) int64 coordinates of a row-major bool array's true elements, row-major.");
+  m.def("host_one_hot", &host_one_hot, py::arg("index"), py::arg("num_classes"),
+        "int64 one-hot rows (index's shape + (num_classes,)) of a row-major int64 index; ValueError for a "
+        "class out of range.");
   m.def("host_masked_scatter", &host_masked_scatter, py::arg("out"), py::arg("mask"), py::arg("src"),
         "out (row-major) with src's leading elements written in order where the bool mask is true; False "
         "(nothing written) where src has too few.");

@@ -167,6 +167,38 @@ def embedded_diagonals(a: Any, offset: int) -> BackendArray | None:
     return out
 
 
+_native_nonzero = getattr(_C, "host_nonzero", None)
+_native_one_hot = getattr(_C, "host_one_hot", None)
+_native_bounds = getattr(_C, "host_bounds", None)
+_BOOL = np.dtype(np.bool_)
+
+
+def nonzero_rows(mask: Any) -> BackendArray | None:
+    """The (count, ndim) int64 coordinates of a bool array's true elements, row-major, by the host loop:
+    nonzero's and argwhere's common case for their direct lane (ops/index.py); None for anything else
+    (another dtype or layout, a 0-d array)."""
+    if _native_nonzero is None or mask.__class__ is not np.ndarray or mask.dtype is not _BOOL:
+        return None
+    try:
+        return _native_nonzero(mask)
+    except ValueError:
+        return None
+
+
+def one_hot_rows(idx: Any, num_classes: int) -> BackendArray | None:
+    """int64 one-hot rows of a non-empty int64 array of classes (``num_classes`` -1: one more than the
+    largest) by the host loop: one_hot's common case for its direct lane (ops/index.py); None for
+    anything else and for a class out of range (the op's path names it)."""
+    if _native_one_hot is None or idx.__class__ is not np.ndarray or idx.dtype is not _I64 or not idx.size:
+        return None
+    try:
+        if num_classes == -1:
+            num_classes = _native_bounds(idx)[1] + 1
+        return _native_one_hot(idx, num_classes)
+    except (ValueError, TypeError):
+        return None
+
+
 _native_index_along = getattr(_C, "host_index_along", None)
 _INDEX_HOW = {"write": 0, "add": 1}
 
