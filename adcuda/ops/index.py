@@ -352,6 +352,27 @@ def _unrecorded(entry, *tensors):
     return entry if needs_grad(*tensors) else entry.op.forward
 
 
+def _on_host(*tensors):
+    """Whether each of ``tensors`` is a tensor on the CPU: the direct lanes' first test."""
+    for t in tensors:
+        if t.__class__ is not Tensor or t._device is not CPU:
+            return False
+    return True
+
+
+def _on_cpu(array):
+    """A CPU tensor over the host array a direct lane's kernel gave, or None where it gave none."""
+    return None if array is None else wrap(array, CPU)
+
+
+def _untracked(t):
+    """Whether ``t`` is a tensor that takes part in no graph (``needs_grad``'s test, without its grad mode
+    read): where a direct lane of a composite computes the output itself, with nothing to record."""
+    return t.__class__ is Tensor and not (
+        t._requires_grad or t._grad_fn is not None or (t._base is not None and t.grad_fn is not None)
+    )
+
+
 def _flat(bk, data):
     """The backend array ``data`` as a 1-D row-major array (a view where it is contiguous)."""
     return bk.view(bk.contiguous(data), (-1,))
@@ -619,17 +640,9 @@ def _gather_direct(input, dim, index):
     """gather's direct lane (registry.py's ``direct=``; the entry records its output): the host loop's
     gather of CPU tensors at an int64 index; None for any other call (the forward's path, which checks
     and names the errors)."""
-    if (
-        input.__class__ is Tensor
-        and index.__class__ is Tensor
-        and dim.__class__ is int
-        and input._device is CPU
-        and index._device is CPU
-    ):
+    if _on_host(input, index) and dim.__class__ is int:
         a = input._data
-        out = gathered_along(a, dim + a.ndim if dim < 0 else dim, index._data)
-        if out is not None:
-            return wrap(out, CPU)
+        return _on_cpu(gathered_along(a, dim + a.ndim if dim < 0 else dim, index._data))
     return None
 
 
@@ -660,22 +673,14 @@ def _scatter_add_src_grad(grad, dim, index, src_shape):
     return g_src
 
 
-def _scatter_add_direct(input, dim, index, src):
-    """scatter_add's direct lane (the entry records its output): the host loop's sum of src (of input's
-    dtype) into a copy of input at an int64 index along dim, CPU tensors; None for any other call."""
-    if (
-        input.__class__ is Tensor
-        and index.__class__ is Tensor
-        and src.__class__ is Tensor
-        and dim.__class__ is int
-        and input._device is CPU
-        and index._device is CPU
-        and src._device is CPU
-    ):
+def _along_direct(input, dim, index, src, how):
+    """The host loop's combine (``how``: "write", "add" or "sum", "prod", "amax", "amin") of src (of
+    input's dtype) into a copy of input at an int64 index along dim, CPU tensors: scatter_add's direct
+    lane (the entry records its output) and scatter's and scatter_reduce's (for inputs in no graph);
+    None for any other call (the forward's path, which checks and names the errors)."""
+    if _on_host(input, index, src) and dim.__class__ is int:
         a = input._data
-        out = scattered_along(a, dim + a.ndim if dim < 0 else dim, index._data, src._data, "add")
-        if out is not None:
-            return wrap(out, CPU)
+        return _on_cpu(scattered_along(a, dim + a.ndim if dim < 0 else dim, index._data, src._data, how))
     return None
 
 
@@ -686,7 +691,7 @@ def _scatter_add_direct(input, dim, index, src):
     node="ScatterAddBackward0",
     inplace=True,
     grads={"input": lambda grad: grad, "src": _scatter_add_src_grad},
-    direct=_scatter_add_direct,
+    direct=lambda input, dim, index, src: _along_direct(input, dim, index, src, "add"),
 )
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index_tensor("scatter_add", input, dim, index)
@@ -707,14 +712,7 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 def _index_select_direct(input, dim, index):
     """index_select's direct lane: NumPy's take of a CPU tensor that takes part in no graph along dim, at
     a 1-D int64 index the host loop found in [0, size); None for any other call (the forward's path)."""
-    if (
-        input.__class__ is Tensor
-        and index.__class__ is Tensor
-        and dim.__class__ is int
-        and input._device is CPU
-        and index._device is CPU
-        and _untracked(input)
-    ):
+    if _on_host(input, index) and dim.__class__ is int and _untracked(input):
         a, i = input._data, index._data
         if i.__class__ is np.ndarray and i.ndim == 1 and i.dtype is _INT64 and i.size and a.ndim:
             d = dim + a.ndim if dim < 0 else dim
@@ -750,14 +748,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
 def _masked_fill_direct(input, mask, value):
     """masked_fill's direct lane: the forward's one where of the backend, for a number, a bool mask of
     input's shape and a CPU float32/float64 tensor that takes part in no graph; None for any other call."""
-    if (
-        input.__class__ is Tensor
-        and mask.__class__ is Tensor
-        and value.__class__ in _NUMBERS
-        and input._device is CPU
-        and mask._device is CPU
-        and _untracked(input)
-    ):
+    if _on_host(input, mask) and value.__class__ in _NUMBERS and _untracked(input):
         a, m = input._data, mask._data
         if m.__class__ is np.ndarray and m.dtype is _BOOL and m.shape == a.shape and a.dtype in _FLOAT_ARRAYS:
             dtype = input.dtype
@@ -840,9 +831,7 @@ def _one_hot_direct(input, num_classes):
     """one_hot's direct lane: the host loop's rows of a non-empty CPU int64 tensor of classes in range;
     None for any other call (the forward's path, which names the errors)."""
     if input.__class__ is Tensor and num_classes.__class__ is int and input._device is CPU:
-        out = one_hot_rows(input._data, num_classes)
-        if out is not None:
-            return wrap(out, CPU)
+        return _on_cpu(one_hot_rows(input._data, num_classes))
     return None
 
 
@@ -933,34 +922,12 @@ def _check_scatter_index(name, input, dim, index):
     return d
 
 
-def _untracked(t):
-    """Whether the tensor ``t`` takes part in no graph (``needs_grad``'s test, without its grad mode read):
-    where a direct lane of a composite computes the output itself, with nothing to record."""
-    return not (t._requires_grad or t._grad_fn is not None or (t._base is not None and t.grad_fn is not None))
-
-
 def _scatter_direct(input, dim, index, src, value, reduce):
-    """scatter's direct lane (registry.py's ``direct=``): src of input's dtype written at an int64 index
-    along dim by the host loop, for CPU tensors that take part in no graph (the forward's common case
-    without its frames, its checks and NumPy's fancy indexing); None for any other call (the forward's
-    path, which checks and names the errors)."""
-    if (
-        reduce is None
-        and value is None
-        and input.__class__ is Tensor
-        and index.__class__ is Tensor
-        and src.__class__ is Tensor
-        and dim.__class__ is int
-        and input._device is CPU
-        and index._device is CPU
-        and src._device is CPU
-        and _untracked(input)
-        and _untracked(src)
-    ):
-        a = input._data
-        out = scattered_along(a, dim + a.ndim if dim < 0 else dim, index._data, src._data, "write")
-        if out is not None:
-            return wrap(out, CPU)
+    """scatter's direct lane (registry.py's ``direct=``): ``_along_direct``'s write, for CPU tensors that
+    take part in no graph (the forward's common case without its frames, its checks and NumPy's fancy
+    indexing); None for any other call (the forward's path, which checks and names the errors)."""
+    if reduce is None and value is None and _untracked(input) and _untracked(src):
+        return _along_direct(input, dim, index, src, "write")
     return None
 
 
@@ -1042,23 +1009,8 @@ _REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 def _scatter_reduce_direct(input, dim, index, src, reduce, include_self):
     """scatter_reduce's direct lane: ``_scatter_direct``'s for the reductions the host loop combines as the
     forward's path does (sum, prod, amax, amin, including input's own values); None for any other call."""
-    if (
-        include_self is True
-        and reduce != "mean"
-        and input.__class__ is Tensor
-        and index.__class__ is Tensor
-        and src.__class__ is Tensor
-        and dim.__class__ is int
-        and input._device is CPU
-        and index._device is CPU
-        and src._device is CPU
-        and _untracked(input)
-        and _untracked(src)
-    ):
-        a = input._data
-        out = scattered_along(a, dim + a.ndim if dim < 0 else dim, index._data, src._data, reduce)
-        if out is not None:
-            return wrap(out, CPU)
+    if include_self is True and reduce != "mean" and _untracked(input) and _untracked(src):
+        return _along_direct(input, dim, index, src, reduce)
     return None
 
 
@@ -1175,9 +1127,7 @@ def _nonzero_direct(input, as_tuple=False):
     elements of a CPU bool tensor of at least one dim (the forward's rows of its coordinate grid); None
     for any other call."""
     if as_tuple is False and input.__class__ is Tensor and input._device is CPU:
-        out = nonzero_rows(input._data)
-        if out is not None:
-            return wrap(out, CPU)
+        return _on_cpu(nonzero_rows(input._data))
     return None
 
 
@@ -1294,22 +1244,15 @@ def _index_along_direct(how):
 
     def direct(input, dim, index, source, alpha=1):
         if (
-            input.__class__ is Tensor
-            and index.__class__ is Tensor
-            and source.__class__ is Tensor
+            _on_host(input, index, source)
             and dim.__class__ is int
             and alpha.__class__ is int
             and alpha == 1
-            and input._device is CPU
-            and index._device is CPU
-            and source._device is CPU
             and _untracked(input)
             and _untracked(source)
         ):
             a = input._data
-            out = indexed_along(a, dim + a.ndim if dim < 0 else dim, index._data, source._data, how)
-            if out is not None:
-                return wrap(out, CPU)
+            return _on_cpu(indexed_along(a, dim + a.ndim if dim < 0 else dim, index._data, source._data, how))
         return None
 
     return direct
@@ -1345,15 +1288,7 @@ def _index_fill_direct(input, dim, index, value):
     """index_fill's direct lane: a number written into a row-major copy of input at a 1-D int64 index
     along dim (negative values from the end) by NumPy's assignment, a CPU tensor that takes part in no
     graph; None for any other call, and where NumPy finds a value out of range (the forward's path)."""
-    if (
-        input.__class__ is Tensor
-        and index.__class__ is Tensor
-        and dim.__class__ is int
-        and value.__class__ in _NUMBERS
-        and input._device is CPU
-        and index._device is CPU
-        and _untracked(input)
-    ):
+    if _on_host(input, index) and dim.__class__ is int and value.__class__ in _NUMBERS and _untracked(input):
         a, i = input._data, index._data
         if a.ndim and i.__class__ is np.ndarray and i.ndim == 1 and i.dtype is _INT64:
             d = dim + a.ndim if dim < 0 else dim
@@ -1608,9 +1543,7 @@ def _diag_embed_direct(input, offset, dim1, dim2):
         a = input._data
         last = a.ndim  # (the output's last dim)
         if input._device is CPU and (dim1 == -2 or dim1 == last - 1) and (dim2 == -1 or dim2 == last):
-            out = embedded_diagonals(a, offset)
-            if out is not None:
-                return wrap(out, CPU)
+            return _on_cpu(embedded_diagonals(a, offset))
     return None
 
 
@@ -1658,9 +1591,7 @@ def _diagflat_direct(input, offset):
     in no graph; None for any other call (the forward's path)."""
     if input.__class__ is Tensor and offset.__class__ is int and input._device is CPU and _untracked(input):
         a = input._data
-        out = embedded_diagonals(a.reshape(a.size), offset)
-        if out is not None:
-            return wrap(out, CPU)
+        return _on_cpu(embedded_diagonals(a.reshape(a.size), offset))
     return None
 
 
@@ -1976,13 +1907,7 @@ def _take_direct(input, index):
     """take's direct lane: NumPy's take of a CPU tensor that takes part in no graph, read flat (row-major)
     at an int64 index (negative values from the end, as the forward's); None for any other call, and
     where NumPy finds a value out of range (the forward's path names it)."""
-    if (
-        input.__class__ is Tensor
-        and index.__class__ is Tensor
-        and input._device is CPU
-        and index._device is CPU
-        and _untracked(input)
-    ):
+    if _on_host(input, index) and _untracked(input):
         a, i = input._data, index._data
         if a.__class__ is np.ndarray and i.__class__ is np.ndarray and i.ndim and i.dtype is _INT64:
             return wrap(a.take(i), CPU)
@@ -2008,17 +1933,7 @@ def _put_direct(input, index, source, accumulate):
     """put's direct lane: the host loop's write (or sum) of source into a row-major copy of input read
     flat, at an int64 index in [0, size), CPU tensors that take part in no graph; None for any other call
     (the forward's path, which wraps negative positions and names the errors)."""
-    if (
-        input.__class__ is Tensor
-        and index.__class__ is Tensor
-        and source.__class__ is Tensor
-        and accumulate.__class__ is bool
-        and input._device is CPU
-        and index._device is CPU
-        and source._device is CPU
-        and _untracked(input)
-        and _untracked(source)
-    ):
+    if _on_host(input, index, source) and accumulate.__class__ is bool and _untracked(input) and _untracked(source):
         a, i, src = input._data, index._data, source._data
         if a.ndim and i.__class__ is np.ndarray and src.__class__ is np.ndarray and i.size == src.size:
             out = indexed_along(a.reshape(a.size), 0, i.reshape(i.size), src.reshape(src.size), _PUT_HOW[accumulate])
@@ -2066,19 +1981,8 @@ def _masked_scatter_direct(input, mask, source):
     """masked_scatter's direct lane: the host loop's count and write (source of input's dtype, a mask of
     input's shape), for CPU tensors that take part in no graph; None for any other call (the forward's
     path, which checks and names the errors)."""
-    if (
-        input.__class__ is Tensor
-        and mask.__class__ is Tensor
-        and source.__class__ is Tensor
-        and input._device is CPU
-        and mask._device is CPU
-        and source._device is CPU
-        and _untracked(input)
-        and _untracked(source)
-    ):
-        out = masked_scattered(input._data, mask._data, source._data)
-        if out is not None:
-            return wrap(out, CPU)
+    if _on_host(input, mask, source) and _untracked(input) and _untracked(source):
+        return _on_cpu(masked_scattered(input._data, mask._data, source._data))
     return None
 
 

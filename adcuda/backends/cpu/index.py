@@ -189,7 +189,9 @@ def one_hot_rows(idx: Any, num_classes: int) -> BackendArray | None:
     """int64 one-hot rows of a non-empty int64 array of classes (``num_classes`` -1: one more than the
     largest) by the host loop: one_hot's common case for its direct lane (ops/index.py); None for
     anything else and for a class out of range (the op's path names it)."""
-    if _native_one_hot is None or idx.__class__ is not np.ndarray or idx.dtype is not _I64 or not idx.size:
+    if _native_one_hot is None or _native_bounds is None or idx.__class__ is not np.ndarray:
+        return None
+    if idx.dtype is not _I64 or not idx.size:
         return None
     try:
         if num_classes == -1:
