@@ -1498,7 +1498,36 @@ def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,
     return wrap(data, input._device)
 
 
-@op("unravel_index", doc="Flat indices as the tuple of their coordinates in shape.", composite=True, method=False)
+def _unravel_index_direct(indices, shape):
+    """unravel_index's direct lane: the forward's floor remainders and quotients, one NumPy pair per dim,
+    of a CPU int64 tensor of at least one dim and positive sizes; None for any other call."""
+    if _on_host(indices) and shape.__class__ in _SIZES:
+        rest = indices._data
+        sizes = (shape,) if shape.__class__ is int else shape
+        if (
+            rest.__class__ is np.ndarray
+            and rest.dtype is _INT64
+            and rest.ndim
+            and all(n.__class__ is int and n > 0 for n in sizes)
+        ):
+            coordinates = []
+            for n in reversed(sizes):
+                coordinates.append(wrap(rest % n, CPU))
+                rest = rest // n
+            return tuple(reversed(coordinates))
+    return None
+
+
+_SIZES = frozenset((int, tuple, list))
+
+
+@op(
+    "unravel_index",
+    doc="Flat indices as the tuple of their coordinates in shape.",
+    composite=True,
+    method=False,
+    direct=_unravel_index_direct,
+)
 def unravel_index(indices: Tensor, shape: int | Sequence[int]) -> tuple[Tensor, ...]:
     if indices.dtype.category != dt.INTEGER:
         raise DTypeError(f"unravel_index: expected 'indices' to be an integer tensor, got {indices.dtype}")
@@ -2016,11 +2045,37 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     return index_put_key(input, (selected,), source.reshape(-1)[:count], False, None, "masked_scatter")
 
 
+def _write_diagonal(self, count, step, fill_value):
+    """fill_diagonal_'s write where nothing is recorded: ``count`` elements ``step`` apart from the first
+    of a contiguous tensor's flat memory set to a number, with fill_'s checks (the ops it would take
+    cost three dispatches)."""
+    check_inplace_allowed(self, "fill_diagonal_")
+    bk = primitives(self)
+    diagonal = bk.slice(bk.view(self._data, (-1,)), (slice(0, (count - 1) * step + 1, step),))
+    bk.copy_(diagonal, scalar_into("fill_diagonal_", fill_value, self.dtype))
+    version_counter(self).value += 1
+    return self
+
+
+def _fill_diagonal_direct(self, fill_value, wrap):
+    """fill_diagonal_'s direct lane: the write of ``_write_diagonal`` for a non-empty row-major CPU matrix
+    in no graph and a number, without the forward's frames; None for any other call."""
+    if _untracked(self) and self._device is CPU and fill_value.__class__ in _NUMBERS and wrap.__class__ is bool:
+        a = self._data
+        if a.ndim == 2 and a.size and a.flags.c_contiguous:
+            rows, cols = a.shape
+            step = cols + 1
+            count = (rows if rows < cols else cols) if not (wrap and rows > cols) else (rows * cols - 1) // step + 1
+            return _write_diagonal(self, count, step, fill_value)
+    return None
+
+
 @op(
     "fill_diagonal_",
     doc="The main diagonal (all dims equal; wrap continues it down tall matrices) set to fill_value.",
     composite=True,
     function=False,
+    direct=_fill_diagonal_direct,
 )
 def fill_diagonal_(self: Tensor, fill_value: Number, wrap: bool = False) -> Tensor:
     shape = self._data.shape  # (the array's: Tensor.shape makes one a read)
@@ -2041,13 +2096,7 @@ def fill_diagonal_(self: Tensor, fill_value: Number, wrap: bool = False) -> Tens
         if needs_grad(self) or isinstance(fill_value, Tensor):
             self.view(-1)[: (count - 1) * step + 1 : step].fill_(fill_value)
             return self
-        # nothing recorded: the write itself, with fill_'s checks (the ops above cost three dispatches)
-        check_inplace_allowed(self, "fill_diagonal_")
-        bk = primitives(self)
-        diagonal = bk.slice(bk.view(self._data, (-1,)), (slice(0, (count - 1) * step + 1, step),))
-        bk.copy_(diagonal, scalar_into("fill_diagonal_", fill_value, self.dtype))
-        version_counter(self).value += 1
-        return self
+        return _write_diagonal(self, count, step, fill_value)
     positions = arange(count, device=self.device) * step
     mask = index_put(full((self.numel(),), False, dtype=dt.bool_, device=self.device), (positions,), True)
     return self.masked_fill_(mask.reshape(tuple(self.shape)), fill_value)
