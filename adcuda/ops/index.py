@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from ..types import Any, Device, DType, EllipsisType, Number, Sequence
 
 _PLAIN = (int, type(None))  # slice bounds the backend takes as they are
+_NUMBERS = frozenset((int, float, bool))  # the fill values the direct lanes take (a tensor's go the forward's way)
+_SIZES = frozenset((int, tuple, list))  # the shapes unravel_index's direct lane takes
 
 
 def _is_basic_item(k):
@@ -1299,9 +1301,6 @@ def _index_fill_direct(input, dim, index, value):
     return None
 
 
-_NUMBERS = frozenset((int, float, bool))
-
-
 @op(
     "index_fill",
     doc="input with value at the 1-D index along dim.",
@@ -1516,9 +1515,6 @@ def _unravel_index_direct(indices, shape):
                 rest = rest // n
             return tuple(reversed(coordinates))
     return None
-
-
-_SIZES = frozenset((int, tuple, list))
 
 
 @op(
