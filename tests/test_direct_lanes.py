@@ -309,6 +309,14 @@ def test_the_calls_cover_every_direct_lane():
     assert named == set(DIRECT)
 
 
+def test_a_direct_lane_that_records_is_for_one_new_output():
+    with pytest.raises(ValueError, match="direct"):
+        registry.op(
+            "direct_lane_probe", doc="x", grads={"x": lambda grad: grad}, node="X", view=True, direct=lambda x: x
+        )(lambda x: x)
+    assert "direct_lane_probe" not in {o.name for o in registry.all_ops()}
+
+
 @pytest.mark.parametrize("name", ["gather", "scatter_add"])
 def test_an_op_that_records_records_what_its_lane_gives(name):
     """gather's and scatter_add's lanes compute the output of an input that requires grad too: the entry

@@ -852,6 +852,8 @@ def _generated_entry(op):
     if op.direct is not None:
         finish = ""
         if op.differentiable and not op.composite:
+            if op.extra_outputs or op.view:
+                raise ValueError(f"op {op.name!r}: a direct lane that records is for an op of one new output")
             checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
             finish = _DIRECT_RECORD_SOURCE.format(checks=_indented(checks, 16), values=", ".join(values))
         lane, kernel = _DIRECT_SOURCE.format(arguments=", ".join(values), finish=finish), op.direct

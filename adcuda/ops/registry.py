@@ -56,9 +56,10 @@ The declaration says everything the rest of adcuda needs:
   call takes the forward after all: the entry calls it first while no hook is attached (its direct
   lane, adcuda/ops/dispatch.py), without switching NumPy's error state, so it makes no NumPy call that
   can warn (a factory's allocation, a host module's draw). An op that records (differentiable, not
-  composite) has what ``fn`` gives recorded as the forward's output would be; a composite records
-  through the ops it calls, so its ``fn`` gives None where an input takes part in a graph. The
-  factories', random draws' and the index family's CPU case (gather, scatter, diagflat, ...).
+  composite, one output that is not a view) has what ``fn`` gives recorded as the forward's output
+  would be; a composite records through the ops it calls, so its ``fn`` gives None where an input
+  takes part in a graph, unless it calls those ops itself (getitem's is its forward). The factories',
+  random draws' and the index family's CPU case (gather, scatter, diagflat, ...).
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
