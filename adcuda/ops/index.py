@@ -1847,7 +1847,30 @@ def _kept_triangle_coordinates(row, col, offset, lower):
     return coords
 
 
-@op("tril_indices", doc="The (2, n) coordinates of the lower triangle (at offset) of a row x col matrix.", method=False)
+def _triangle_direct(lower):
+    """tril_indices' (``lower``) or triu_indices' direct lane: a copy of the kept coordinates of int sizes,
+    the CPU's int64 ones (the forward's common case without its frames); None for any other call."""
+
+    def direct(row, col, offset, dtype, device):
+        if (
+            dtype is None
+            and device is None
+            and row.__class__ is col.__class__ is offset.__class__ is int
+            and row >= 0
+            and col >= 0
+        ):
+            return wrap(_kept_triangle_coordinates(row, col, offset, lower).copy(), CPU)
+        return None
+
+    return direct
+
+
+@op(
+    "tril_indices",
+    doc="The (2, n) coordinates of the lower triangle (at offset) of a row x col matrix.",
+    method=False,
+    direct=_triangle_direct(True),
+)
 def tril_indices(
     row: int,
     col: int,
@@ -1859,7 +1882,12 @@ def tril_indices(
     return _triangle_indices("tril_indices", row, col, offset, dtype, device, lower=True)
 
 
-@op("triu_indices", doc="The (2, n) coordinates of the upper triangle (at offset) of a row x col matrix.", method=False)
+@op(
+    "triu_indices",
+    doc="The (2, n) coordinates of the upper triangle (at offset) of a row x col matrix.",
+    method=False,
+    direct=_triangle_direct(False),
+)
 def triu_indices(
     row: int,
     col: int,
