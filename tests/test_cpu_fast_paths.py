@@ -391,6 +391,44 @@ def test_native_index_range_check_equals_numpy():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
+def test_native_index_writes_equal_numpy(dtype):
+    """kernels/host/index.cpp's loops behind the index family's direct lanes (backends/cpu/index.py) against
+    NumPy: index_copy's/index_add's slices along each dim (repeated positions in index order, a strided
+    index), masked_scatter's ordered write, nonzero's coordinates and one_hot's rows; each refuses (None)
+    what it was not written for: an index value out of range, a src of another dtype or too short."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(-5, 6, (3, 4, 5)).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        a[0, 0, :2] = (np.nan, -0.0)
+    for dim in range(3):
+        index = rng.integers(0, a.shape[dim], 12)[::2]  # strided, with repeats
+        shape = list(a.shape)
+        shape[dim] = index.size
+        src = rng.integers(-5, 6, shape).astype(dtype)
+        key = (slice(None),) * dim + (index,)
+        copied, added = a.copy(), a.copy()
+        copied[key] = src
+        np.add.at(added, key, src)
+        for how, expected in (("write", copied), ("add", added)):
+            got = cpu_index.indexed_along(a, dim, index, src, how)
+            assert got.dtype == a.dtype and got.tobytes() == expected.tobytes()
+        assert cpu_index.indexed_along(a, dim, index + a.shape[dim], src, "add") is None
+        assert cpu_index.indexed_along(a, dim, index, src.astype(np.float16), "add") is None
+    mask = rng.random(a.shape) < 0.4
+    src = rng.integers(-5, 6, 60).astype(dtype)
+    expected = a.copy()
+    expected[mask] = src[: mask.sum()]
+    assert cpu_index.masked_scattered(a, mask, src).tobytes() == expected.tobytes()
+    assert cpu_index.masked_scattered(a, mask, src[: mask.sum() - 1]) is None
+    assert np.array_equal(cpu_index.nonzero_rows(mask), np.argwhere(mask))
+    assert cpu_index.nonzero_rows(mask.T) is None  # (not row-major: the forward's grid)
+    classes = rng.integers(0, 6, (4, 3))
+    assert np.array_equal(cpu_index.one_hot_rows(classes, 7), np.eye(7, dtype=np.int64)[classes])
+    assert np.array_equal(cpu_index.one_hot_rows(classes, -1), np.eye(classes.max() + 1, dtype=np.int64)[classes])
+    assert cpu_index.one_hot_rows(classes, 3) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
 @pytest.mark.parametrize("descending", [False, True])
 def test_native_sort_equals_the_numpy_path_bit_for_bit(monkeypatch, dtype, descending):
     """kernels/host/sort.cpp's stable sort of rows against the NumPy path (run with the native sort
