@@ -2082,15 +2082,21 @@ def _write_diagonal(self, count, step, fill_value):
 
 
 def _fill_diagonal_direct(self, fill_value, wrap):
-    """fill_diagonal_'s direct lane: the write of ``_write_diagonal`` for a non-empty row-major CPU matrix
-    in no graph and a number, without the forward's frames; None for any other call."""
+    """fill_diagonal_'s direct lane: ``_write_diagonal``'s write for a non-empty row-major CPU matrix in no
+    graph and a number, on its host array's flat view (without the forward's and the primitives'
+    frames); None for any other call."""
     if _untracked(self) and self._device is CPU and fill_value.__class__ in _NUMBERS and wrap.__class__ is bool:
         a = self._data
         if a.ndim == 2 and a.size and a.flags.c_contiguous:
             rows, cols = a.shape
             step = cols + 1
             count = (rows if rows < cols else cols) if not (wrap and rows > cols) else (rows * cols - 1) // step + 1
-            return _write_diagonal(self, count, step, fill_value)
+            check_inplace_allowed(self, "fill_diagonal_")
+            a.reshape(rows * cols)[: (count - 1) * step + 1 : step] = scalar_into(
+                "fill_diagonal_", fill_value, self.dtype
+            )
+            version_counter(self).value += 1
+            return self
     return None
 
 
