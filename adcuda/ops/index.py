@@ -1437,7 +1437,7 @@ def _diagonal_array(a, offset, dim1, dim2):
             n = cols
     if n <= 0:
         return None
-    return a.reshape(rows * cols)[start : start + (n - 1) * (cols + 1) + 1 : cols + 1]
+    return a.ravel()[start : start + (n - 1) * (cols + 1) + 1 : cols + 1]  # (a row-major array: a view)
 
 
 @op(
