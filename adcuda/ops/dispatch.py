@@ -1206,9 +1206,11 @@ def read_source(op, name):
 
 
 def _metadata(value, what):
-    """The shape, dtype or device of a tensor argument (a tuple of them for a list of tensors; None
-    for None)."""
+    """The shape, dtype, device or layout (shape, strides and storage offset) of a tensor argument (a
+    tuple of them for a list of tensors; None for None)."""
     if value.__class__ is Tensor:
+        if what == "layout":
+            return value._data.shape, value.stride(), value.storage_offset()
         return value._data.shape if what == "shape" else getattr(value, what)
     if value.__class__ in _SEQUENCES:
         return tuple(_metadata(v, what) for v in value)

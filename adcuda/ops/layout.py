@@ -2037,13 +2037,15 @@ def _storage_positions(shape, strides, offset, device):
     return positions
 
 
-def _as_strided_grad(grad, input, size, stride, storage_offset):
+def _as_strided_grad(grad, input_layout, size, stride, storage_offset):
     """The gradient of a strided view of input's memory: the output's gradient added up at each memory
     position it was read from (an element read twice gets both), then read back at input's own
-    positions (PyTorch's rule for inputs that do not overlap themselves)."""
-    offset = input.storage_offset() if storage_offset is None else storage_offset
+    positions (PyTorch's rule for inputs that do not overlap themselves). Only input's layout is
+    saved, not its values: a write through the view in place leaves the gradient computable."""
+    shape, strides, own_offset = input_layout
+    offset = own_offset if storage_offset is None else storage_offset
     read = _storage_positions(tuple(grad.shape), tuple(stride), offset, grad.device).reshape(-1)
-    own = _storage_positions(tuple(input.shape), input.stride(), input.storage_offset(), grad.device)
+    own = _storage_positions(shape, strides, own_offset, grad.device)
     extent = builtins.max([int(read.max()) + 1 if read.numel() else 0, int(own.max()) + 1 if own.numel() else 0])
     memory = full((extent,), 0, dtype=grad.dtype, device=grad.device).index_add(0, read, grad.reshape(-1))
     return memory[own]

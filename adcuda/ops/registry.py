@@ -19,7 +19,8 @@ The declaration says everything the rest of adcuda needs:
   names computed together) to a formula written with differentiable ops, so ``create_graph=True``
   keeps giving higher orders. A formula's parameter names say what it reads: ``grad`` (the output's
   gradient), ``result`` (the output), any forward parameter, ``<parameter>_shape`` (only the shape of
-  a tensor parameter, which then is not kept alive; ``_dtype`` and ``_device`` likewise), or an
+  a tensor parameter, which then is not kept alive; ``_dtype`` and ``_device`` likewise; ``_layout``:
+  its shape, strides and storage offset, in elements), or an
   ``extra_outputs`` name (values the forward computes for backward only, like layer_norm's
   ``mean``/``rstd``). The dispatch point saves exactly
   those (tensors with their version counters), for the inputs that require grad. Gradients are
@@ -90,7 +91,7 @@ Forward = TypeVar("Forward", bound=Callable[..., Any])
 Inputs = ParamSpec("Inputs")
 
 _FORMULA_INPUTS = ("grad", "result")
-_METADATA = ("shape", "dtype", "device")  # ``input_shape``: only that of a tensor parameter is kept
+_METADATA = ("shape", "dtype", "device", "layout")  # ``input_shape``: only that of a tensor parameter is kept
 
 
 class Formula:
