@@ -68,6 +68,9 @@ CASES = {
     "as_strided": [
         ((4, 6), lambda x: torch.as_strided(x, (3, 3), (6, 1), 2)),
         ((4, 6), lambda x: x.as_strided((2, 2), (1, 6))),
+        ((4, 6), lambda x: x.as_strided([2, 2], [1, 6], 3)),
+        ((4, 6), lambda x: x[1:].as_strided((2,), (7,))),
+        ((4, 6), lambda x: x.as_strided((4, 6), (6, 1), 0)),
     ],
 }
 
@@ -87,6 +90,14 @@ DECLINED = [
     ((4, 6), lambda x: x.squeeze(2)),
     ((4, 6), lambda x: x[5]),
     ((4, 6), lambda x: x[:, 1, 2]),
+    # a tuple equal to one just seen (kept by the array function), but not of ints
+    ((4, 6), lambda x: (x.as_strided((3, 3), (6, 1), 2), x.as_strided((3.0, 3), (6, 1), 2))[1]),
+    ((4, 6), lambda x: x.as_strided((3, 3), (6, 1), 2.0)),
+    ((4, 6), lambda x: x.as_strided((5, 5), (6, 1))),  # past the memory's end
+    ((4, 6), lambda x: x.as_strided((2, 2), (-1, 1), 4)),
+    ((4, 6), lambda x: x.as_strided((2, 2), (1,))),
+    ((4, 6), lambda x: x.as_strided((0, 2), (1, 1))),
+    ((4, 6), lambda x: x.expand(2, 5, 6)),
 ]
 
 

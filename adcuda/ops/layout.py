@@ -14,6 +14,8 @@ import numbers
 import operator
 from typing import TYPE_CHECKING, Any, overload
 
+from numpy import ndarray as _ndarray
+
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..backends import cpu as _cpu
@@ -236,22 +238,85 @@ def _movedim_array(a, source, destination):
     return a.transpose(order)
 
 
-def _expand_array(a, size, implicit):
+def _expand_array(a, size, implicit=False):
+    # one look-up from (a's layout, the sizes asked for) to the view's shape and strides, and the view
+    # made over a's memory: the checks, the target and the strides (expand's forward, the backend's
+    # expand) are worked out once per layout and sizes, at the first call
+    try:
+        view = _EXPAND_VIEWS[a.shape, a.strides, size]
+    except (KeyError, TypeError):  # (TypeError: unhashable sizes, which take the path below)
+        view = _expand_view(a, size)
+    if view is None:
+        return a
+    r = _ndarray(view[0], a.dtype, a, 0, view[1])
+    r.setflags(False)  # as the backend's expand: its elements share memory (positional: a third cheaper)
+    return r
+
+
+def _expand_view(a, size):
+    """(shape, strides) of the expand of ``a`` to ``size``, None where it is ``a``'s own shape; kept
+    (``_EXPAND_VIEWS``) where ``a`` is a row-major array with elements (its memory starts the view) and
+    the sizes plain ints. The checks raise as expand's forward does."""
     target = _expanded_shape(a.shape, size)
-    return a if target == a.shape else _cpu.expand(a, target)
+    if target == a.shape:
+        view = None
+    else:
+        made = _cpu.expand(a, target)
+        view = made.shape, made.strides
+    if len(_EXPAND_VIEWS) < _EXPANDED_KEPT and a.flags.c_contiguous and a.size and _plain_sizes(size) is not None:
+        _EXPAND_VIEWS[a.shape, a.strides, size] = view
+    return view
+
+
+# (shape, strides, sizes) -> the view's (shape, strides), or None where the sizes give the shape back
+_EXPAND_VIEWS: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
 
 
 def _expand_as_array(a, other):
-    return _expand_array(a, other._data.shape, False)
-
-
-def _broadcast_to_array(a, size):
-    return _expand_array(a, size, False)
+    return _expand_array(a, other._data.shape)
 
 
 def _as_strided_array(a, size, stride, storage_offset):
-    offset = _cpu.storage_offset(a) if storage_offset is None else storage_offset
-    return _cpu.as_strided(a, tuple(size), tuple(stride), offset)
+    offset = 0 if storage_offset is None else storage_offset
+    if a.base is not None or size.__class__ is not tuple or stride.__class__ is not tuple or offset.__class__ is not int:
+        offset = _cpu.storage_offset(a) if storage_offset is None else storage_offset
+        return _cpu.as_strided(a, tuple(size), tuple(stride), offset)
+    # an array that owns its memory, sizes and strides as tuples: the view's strides in bytes, checked
+    # once per (sizes, strides, offset, memory), kept with the very tuples checked (an equal tuple may
+    # hold an equal float, which the checks refuse: a program's literal tuples are the same objects)
+    item = a.itemsize
+    key = (size, stride, offset, a.nbytes, item)
+    known = _AS_STRIDED_VIEWS.get(key)
+    if known is None or known[0] is not size or known[1] is not stride:
+        known = _as_strided_steps(key)
+        if known is None:
+            return None
+    return _ndarray(size, a.dtype, a, offset * item, known[2])
+
+
+def _as_strided_steps(key):
+    """(sizes, strides, the strides in bytes) of an as_strided view of memory of ``nbytes`` bytes
+    (``key``: sizes, strides, storage offset, nbytes, item size), kept; None where the backend's checks
+    (check_as_strided) would not pass it as it is: the forward then names the error."""
+    size, stride, offset, nbytes, item = key
+    if len(size) != len(stride) or offset < 0:
+        return None
+    last = offset
+    steps = []
+    for n, step in zip(size, stride):
+        if n.__class__ is not int or step.__class__ is not int or n <= 0 or step < 0:
+            return None
+        last += (n - 1) * step
+        steps.append(step * item)
+    if last * item >= nbytes:
+        return None
+    known = size, stride, tuple(steps)
+    if len(_AS_STRIDED_VIEWS) < _EXPANDED_KEPT or key in _AS_STRIDED_VIEWS:
+        _AS_STRIDED_VIEWS[key] = known
+    return known
+
+
+_AS_STRIDED_VIEWS: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -707,7 +772,7 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
     return _expanded(input, _expanded_shape(input._data.shape, other._data.shape))
 
 
-@op("broadcast_to", doc="expand to size.", view=_broadcast_to_array, node="ExpandBackward0", grads=_EXPAND_GRADS)
+@op("broadcast_to", doc="expand to size.", view=_expand_array, node="ExpandBackward0", grads=_EXPAND_GRADS)
 def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
     return _expanded(input, _expanded_shape(input._data.shape, size))
 
