@@ -522,6 +522,34 @@ _DIRECT_SOURCE = """        if _plain:
 """
 
 
+# The kernel lane of an op declared with ``lane=fn`` (registry.py; one that records): while no hook is
+# attached (``_plain``), the entry first calls ``fn`` with the forward's parameters by position; an
+# array it gives is the output's, on the CPU, wrapped and recorded as the entry's path records (the same
+# checks of which inputs take part, the same plan). ``fn`` checks its own case (the tensors' kind,
+# device, dtype) and makes no NumPy call that can warn, so no error state is switched: the forward's
+# frames and switch are what it saves (cat's: half of a small join's cost). None, or an error, takes
+# the path below, which names it.
+_KERNEL_LANE_SOURCE = """        if _plain:
+            try:
+                _r = KERNEL({arguments})
+            except Exception:
+                _r = None  # the path below raises the op's named error
+            if _r is not None:
+                _out = _new(Tensor)
+                _out._data = _r
+                _out._device = _CPU
+{finish}                return _out
+"""
+
+
+def _kernel_lane(op, values):
+    """The kernel lane's lines of an op declared ``lane=fn`` (``_KERNEL_LANE_SOURCE``), and its kernel."""
+    checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
+    finish = _LANE_RECORD_SOURCE.format(checks=_indented(checks, 20), values=", ".join(values))
+    finish = "".join(line[4:] if line.strip() else line for line in finish.splitlines(keepends=True))
+    return _KERNEL_LANE_SOURCE.format(arguments=", ".join(values), finish=finish), op.lane
+
+
 def _indented(source, spaces):
     return "".join(" " * spaces + line if line else line for line in source.splitlines(keepends=True))
 
@@ -763,6 +791,7 @@ def _bare_names(*sources):
 _RESERVED = _bare_names(
     _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE,
     _LANE_SOURCE, _LANE_VALUE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE, _VIEW_LANE_SOURCE,
+    _KERNEL_LANE_SOURCE,
 ) | {
     "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
 }  # fmt: skip
@@ -844,6 +873,8 @@ def _generated_entry(op):
     lane, kernel = _lane(op, defaults, values) if op.plain is not None else ("", None)
     if op.direct is not None:
         lane, kernel = _DIRECT_SOURCE.format(arguments=", ".join(values)), op.direct
+    if op.lane is not None:
+        lane, kernel = _kernel_lane(op, values)
     if lane_first:
         lane += dtype_check  # (after the lane: the path's)
     if op.composite or not op.differentiable:

@@ -19,6 +19,7 @@ from numpy import ndarray as _ndarray
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..backends import cpu as _cpu
+from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
 from .common import (
@@ -278,7 +279,8 @@ def _expand_as_array(a, other):
 
 def _as_strided_array(a, size, stride, storage_offset):
     offset = 0 if storage_offset is None else storage_offset
-    if a.base is not None or size.__class__ is not tuple or stride.__class__ is not tuple or offset.__class__ is not int:
+    plain = size.__class__ is tuple and stride.__class__ is tuple and offset.__class__ is int
+    if a.base is not None or not plain:
         offset = _cpu.storage_offset(a) if storage_offset is None else storage_offset
         return _cpu.as_strided(a, tuple(size), tuple(stride), offset)
     # an array that owns its memory, sizes and strides as tuples: the view's strides in bytes, checked
@@ -946,6 +948,48 @@ def _cat_grad(grad, tensors_shape, dim):
     return grads
 
 
+def _cpu_arrays(tensors):
+    """The arrays of a list or tuple of CPU tensors (``_same_kind_arrays``), else None: the joins' lanes."""
+    if tensors.__class__ is not list and tensors.__class__ is not tuple or not tensors:
+        return None
+    try:  # (_same_kind_arrays' loops, with CPU as the device: two frames fewer)
+        arrays = [t._data for t in tensors]
+        devices = [t._device for t in tensors]
+    except AttributeError:
+        return None
+    return arrays if devices.count(CPU) == len(devices) else None
+
+
+def _cat_lane(tensors, dim=0):
+    """cat's common case (the forward's first branch) on the CPU, for the entry's kernel lane."""
+    arrays = _cpu_arrays(tensors)
+    if arrays is None or dim.__class__ is not int:
+        return None
+    ndim = arrays[0].ndim
+    if not ndim or not -ndim <= dim < ndim:
+        return None
+    return _cpu.cat(arrays, dim % ndim)  # (other sizes or dtypes raise: the path names or promotes them)
+
+
+def _stacked_rows(bk, arrays):
+    """stack's common case (rows stacked into a batch): the arrays joined along a new dim 0, where the
+    backend's cat checks the other dims and the dtypes (raising ValueError or DTypeError: the forward's
+    general part names or promotes them; len() reads the sizes along dim 0 without a shape tuple);
+    None where their sizes along dim 0 differ or one has no dims."""
+    sizes = _leading_sizes(arrays)
+    if sizes is None or not _all_same(sizes):
+        return None
+    return bk.view(bk.cat(arrays, 0), (len(arrays),) + arrays[0].shape)
+
+
+def _stack_lane(tensors, dim=0):
+    """stack's common case on the CPU, for the entry's kernel lane."""
+    arrays = _cpu_arrays(tensors)
+    if arrays is None or dim.__class__ is not int or dim != 0:
+        return None
+    return _stacked_rows(_cpu, arrays)
+
+
 @op(
     "cat",
     doc="The tensors joined along dim.",
@@ -953,6 +997,7 @@ def _cat_grad(grad, tensors_shape, dim):
     method=False,
     aliases=("concat", "concatenate"),
     grads={"tensors": _cat_grad},
+    lane=_cat_lane,
 )
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
@@ -998,6 +1043,7 @@ def _stack_grad(grad, dim):
     node="StackBackward0",
     method=False,
     grads={"tensors": _stack_grad},
+    lane=_stack_lane,
 )
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     # one op of its own, not an unsqueeze per tensor and a cat: a batch built of 32 rows took 32 + 1
@@ -1006,17 +1052,13 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if not tensors:
         raise ValueError("stack: expected a non-empty list of Tensors")
     arrays = _same_kind_arrays(tensors)
-    sizes = _leading_sizes(arrays) if arrays is not None and dim == 0 else None
-    if sizes is not None and _all_same(sizes):
-        # the common case (rows stacked into a batch): joined along dim 0, where the backend's cat
-        # checks the other dims and the dtypes (len() reads the sizes along it without a shape tuple)
-        bk = primitives(tensors[0])
+    if arrays is not None and dim == 0:
         try:
-            joined = bk.cat(arrays, 0)
+            rows = _stacked_rows(primitives(tensors[0]), arrays)
         except (ValueError, DTypeError):
-            pass
-        else:
-            return wrap(bk.view(joined, (len(arrays),) + arrays[0].shape), tensors[0]._device)
+            rows = None
+        if rows is not None:
+            return wrap(rows, tensors[0]._device)
     if arrays is not None and not (_all_same([a.shape for a in arrays]) and _all_same([a.dtype for a in arrays])):
         arrays = None  # another shape (refused below) or dtype (promoted)
     if arrays is None:
@@ -1532,6 +1574,12 @@ def _stacked(name, tensors, layout):
     cat joins them. One dispatch a call, not a reshape for each tensor and a cat."""
     min_ndim, shape_of, dim_of = layout
     pieces = list(tensors)
+    arrays = _same_kind_arrays(pieces) if pieces else None
+    if arrays is not None:
+        try:
+            return wrap(_joined(primitives(pieces[0]), arrays, layout), pieces[0]._device)
+        except (ValueError, DTypeError):
+            pass
     if not pieces:
         raise _not_tensors(name)
     for i, t in enumerate(pieces):
@@ -1541,6 +1589,28 @@ def _stacked(name, tensors, layout):
         if a.ndim < min_ndim:
             pieces[i] = wrap(_view_or_copy(primitives(t), a, shape_of(a.shape)), t._device)
     return cat.op.forward(pieces, dim_of(pieces[0]._data.ndim))
+
+
+def _joined(bk, arrays, layout):
+    """The arrays of a ``_stacked`` op's tensors (a list, changed in place) viewed with its layout and
+    joined by the backend's cat directly (cat's own common case): no tensor made for a piece, no second
+    forward. Another dtype or size raises (ValueError, DTypeError): the general path then promotes or
+    names it."""
+    min_ndim, shape_of, dim_of = layout
+    for i, a in enumerate(arrays):
+        if a.ndim < min_ndim:
+            arrays[i] = _view_or_copy(bk, a, shape_of(a.shape))
+    return bk.cat(arrays, dim_of(arrays[0].ndim))
+
+
+def _stacked_lane(layout):
+    """The kernel lane of a ``_stacked`` op: its join of CPU tensors."""
+
+    def lane(tensors):
+        arrays = _cpu_arrays(tensors)
+        return None if arrays is None else _joined(_cpu, arrays, layout)
+
+    return lane
 
 
 def _stacked_grads(layout):
@@ -1582,7 +1652,15 @@ def _stack_op(name, doc, layout, aliases=()):
         return _stacked(name, tensors, layout)
 
     forward.__name__ = forward.__qualname__ = name
-    return op(name, doc=doc, method=False, aliases=aliases, node="CatBackward0", grads=_stacked_grads(layout))(forward)
+    return op(
+        name,
+        doc=doc,
+        method=False,
+        aliases=aliases,
+        node="CatBackward0",
+        grads=_stacked_grads(layout),
+        lane=_stacked_lane(layout),
+    )(forward)
 
 
 hstack = _stack_op("hstack", "The tensors joined column-wise (along dim 1; dim 0 for vectors).", _HSTACK)
