@@ -232,7 +232,7 @@ def make(forward, OP, NAME, _defaults, ACCEPTED, PLANS, KERNEL):
 
     def body({signature}):
 {body}
-    return entry
+{views}    return entry
 """
 
 # Which inputs take part in the graph is asked before whether grad mode is on (a thread-local read,
@@ -318,6 +318,55 @@ _VIEW_LANE_SOURCE = """        if _plain and {base}.__class__ is Tensor and {bas
                 _out._data = _r
                 _out._device = _CPU
 {link}"""
+
+
+# An op with a view lane also gets ``entry.views(base, calls)``: the views of ``base`` that its entry
+# would make for each tuple of arguments in ``calls`` (after the base), made in one frame with the lane's
+# array function and ``_VIEW_SOURCE``'s links, what the links read of the base read once; None (nothing
+# made) where the lane is closed, the base takes part in the graph (each view records: the entry's
+# work), or the array function declines any of them, for the caller to call the entry per view, which
+# records and names errors. The pieces of unbind, split and chunk: one call for all of them.
+_VIEWS_SOURCE = """
+    def views({base}, _calls):
+        if not (_plain and {base}.__class__ is Tensor and {base}._device is _CPU):
+            return None
+        _recording = grad_state.enabled
+        if _recording:
+            _mask = 0
+{checks}            if _mask:
+                return None
+        _d0 = {base}._data
+        _root = {base}._base
+        _vc = {base}._vc
+        _owner, _parent = {base}, None
+        if _root is not None:
+            if _vc is None:
+                _vc = _root._vc
+            if {base}._view_fn is not None:
+                _owner, _parent = _root, {base}._view_fn
+        _version = _vc.value if _vc is not None else 0
+        _views = []
+        for {arguments} in _calls:
+            try:
+                _r = KERNEL(_d0, {arguments})
+            except Exception:
+                return None
+            if _r is None or _r is _d0:
+                return None
+            _out = _new(Tensor)
+            _out._data = _r
+            _out._device = _CPU
+            _out._base = _owner
+            _out._view_fn = (_parent, entry, {replay}, {replay_keywords})
+            if _vc is not None:
+                _out._vc = _vc
+            if _recording:
+                _out._view_version = _version
+            _views.append(_out)
+        return _views
+
+    entry.views = views
+"""
 
 
 def _view_lane(op, values, link):
@@ -791,7 +840,7 @@ def _bare_names(*sources):
 _RESERVED = _bare_names(
     _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE,
     _LANE_SOURCE, _LANE_VALUE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE, _VIEW_LANE_SOURCE,
-    _KERNEL_LANE_SOURCE,
+    _KERNEL_LANE_SOURCE, _VIEWS_SOURCE,
 ) | {
     "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
 }  # fmt: skip
@@ -892,6 +941,7 @@ def _generated_entry(op):
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
         return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op), kernel)
     checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
+    views = ""
     if op.view:
         base = values[0]
         rest = [c for c in call[1:] if "=" not in c]
@@ -916,6 +966,14 @@ def _generated_entry(op):
         )
         if callable(op.view):
             lane, kernel = _view_lane(op, values, link), op.view
+            if len(values) > 1 and not keyword_only:  # (the arguments after the base, each a name)
+                views = _VIEWS_SOURCE.format(
+                    base=base,
+                    arguments=_tuple(values[1:]),
+                    checks=_indented(checks, 12),
+                    replay=replay,
+                    replay_keywords=replay_keywords,
+                )
     else:
         body = _BODY_SOURCE.format(
             call=", ".join(call),
@@ -928,6 +986,7 @@ def _generated_entry(op):
     source = _ENTRY_SOURCE.format(
         signature=", ".join(signature),
         body=body,
+        views=views,
         positional=_tuple(positional),
         keywords=keywords,
         tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),

@@ -868,13 +868,20 @@ def _slices(input, d, bounds):
     smaller): slice_key called directly, one dispatch a piece (split, chunk, tensor_split; narrow's and
     getitem's would add two)."""
     lead = (_FULL,) * d
-    pieces = []
+    keys = []
     start = bounds[0]
     for stop in bounds[1:]:  # (a plain loop: a generator and max() per piece cost half a slice_key)
         # (no trailing Ellipsis: compiled programs match the pieces' gradient writes by these keys)
-        pieces.append(slice_key(input, lead + (slice(start, stop if stop > start else start),)))
+        keys.append(lead + (slice(start, stop if stop > start else start),))
         start = stop
-    return tuple(pieces)
+    return _pieces(input, keys)
+
+
+def _pieces(input, keys):
+    """slice_key's views of input at each of ``keys``: made in one call by its view lane where it is open
+    (``views``), else one entry call each."""
+    views = slice_key.views(input, [(key, None) for key in keys])
+    return tuple(views) if views is not None else tuple([slice_key(input, key) for key in keys])
 
 
 def _contiguous_method(self: Tensor) -> Tensor:
@@ -1162,7 +1169,7 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     d = _real_dim("unbind", input, dim)
     # keys that end in an Ellipsis already (the CPU primitive adds one to keep a 0-d piece a view)
     lead = (_FULL,) * d
-    return tuple([slice_key(input, lead + (i, Ellipsis)) for i in range(input._data.shape[d])])
+    return _pieces(input, [lead + (i, Ellipsis) for i in range(input._data.shape[d])])
 
 
 @op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
