@@ -561,14 +561,14 @@ elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
 # (a factory's host array wrapped, a draw of the host module): the forward's keyword call, NumPy's error
 # state switch (``fn`` makes no call that can warn) and the forward's helper frames are most of a small
 # factory's cost. An error in it is the path's to raise, named: the call takes the path below.
-_DIRECT_SOURCE = """        if _plain:
+_KERNEL_CALL_SOURCE = """        if _plain:
             try:
                 _r = KERNEL({arguments})
             except Exception:
                 _r = None  # the path below raises the op's named error
             if _r is not None:
-                return _r
 """
+_DIRECT_SOURCE = _KERNEL_CALL_SOURCE + "                return _r\n"
 
 
 # The kernel lane of an op declared with ``lane=fn`` (registry.py; one that records): while no hook is
@@ -578,17 +578,12 @@ _DIRECT_SOURCE = """        if _plain:
 # device, dtype) and makes no NumPy call that can warn, so no error state is switched: the forward's
 # frames and switch are what it saves (cat's: half of a small join's cost). None, or an error, takes
 # the path below, which names it.
-_KERNEL_LANE_SOURCE = """        if _plain:
-            try:
-                _r = KERNEL({arguments})
-            except Exception:
-                _r = None  # the path below raises the op's named error
-            if _r is not None:
-                _out = _new(Tensor)
-                _out._data = _r
-                _out._device = _CPU
-{finish}                return _out
-"""
+_KERNEL_LANE_SOURCE = _KERNEL_CALL_SOURCE + (
+    "                _out = _new(Tensor)\n"
+    "                _out._data = _r\n"
+    "                _out._device = _CPU\n"
+    "{finish}                return _out\n"
+)
 
 
 def _kernel_lane(op, values):
