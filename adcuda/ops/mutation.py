@@ -152,11 +152,8 @@ def _rebase_view_history(view, result):
 def _reads_memory_positions(chain):
     """Whether a chain of view steps (``Tensor._view_fn``) has an as_strided step, whose sizes, strides
     and storage offset name positions in memory rather than in the tensor it is applied to."""
-    from .registry import get  # (here: the registry imports dispatch, which imports this module)
-
-    strided = get("as_strided").entry
     while chain is not None:
-        if chain[1] is strided:
+        if chain[1].op.name == "as_strided":  # (a step's entry carries its op's declaration)
             return True
         chain = chain[0]
     return False
