@@ -95,22 +95,6 @@ def test_a_large_draw_releases_the_gil_and_still_matches():
     assert fast.tobytes() == cpu_random._rng(11, 5).standard_normal(shape).tobytes()
 
 
-@pytest.mark.parametrize("seed, offset", KEYS)
-def test_the_inline_ziggurat_hands_its_uncommon_words_to_numpy(seed, offset):
-    # the host module's normal draws take the ziggurat's common case inline with the tables read back
-    # from NumPy's function, and give every other word back to it: a few hundred such words here, in
-    # both of the fills that draw normals
-    native = cpu_random._NATIVE
-    if native is None:
-        pytest.skip("no host draws in this build")
-    shape = (30011,)
-    slow = cpu_random._rng(seed, offset).standard_normal(shape)
-    assert native.host_random_normal(seed, offset, shape, False).tobytes() == slow.tobytes()
-    out = np.empty(shape, np.float32)
-    native.host_random_fill_(out, cpu_random.HOST_NORMAL, 1.0, 0.0, seed, offset)
-    assert out.tobytes() == slow.astype(np.float32).tobytes()
-
-
 def test_host_draws_refuse_bad_arguments():
     native = cpu_random._NATIVE
     if native is None:

@@ -13,7 +13,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -118,85 +117,6 @@ using BoundedFill = void (*)(BitGen*, u64, u64, std::intptr_t, bool, u64*);
 DoubleFill uniform_fill = nullptr;
 DoubleFill normal_fill = nullptr;
 BoundedFill bounded_fill = nullptr;
-
-// NumPy's ziggurat for N(0, 1) (random_standard_normal) draws one word per value in its common case: 8
-// bits pick a layer idx, one the sign, 52 the magnitude rabs; the value is rabs * wi[idx] where rabs <
-// ki[idx] (99% of draws), else it goes on drawing. Its tables are not exported, so bind_ziggurat reads
-// them back from the function itself, fed words of its choosing: wi[idx] is the value of rabs = 1, and
-// ki[idx] the least rabs for which the function draws a second time (a search over the 52 bits).
-// fast_normal_fill then takes the common case inline, over the Philox words directly (no call per
-// value through the bit generator), and hands any other word back to NumPy's function (the stream
-// stepped back one word: it draws that word again and goes on as it would have): the same values.
-using OneNormal = double (*)(BitGen*);
-OneNormal one_normal = nullptr;
-u64 zig_ki[256];
-double zig_wi[256];
-
-// a bit generator that gives one chosen word, then zeros and halves, counting the draws
-struct Scripted {
-  u64 word;
-  int draws;
-  static u64 u64_of(void* st) {
-    auto* s = static_cast<Scripted*>(st);
-    return s->draws++ == 0 ? s->word : 0;
-  }
-  static u32 u32_of(void* st) { return static_cast<u32>(u64_of(st)); }
-  static double double_of(void* st) {
-    static_cast<Scripted*>(st)->draws++;
-    return 0.5;
-  }
-};
-
-// NumPy's value for the first word idx | sign << 8 | rabs << 9, and whether it drew only that word
-bool scripted_normal(OneNormal normal, u64 idx, u64 rabs, double* value) {
-  Scripted s{idx | (rabs << 9), 0};
-  BitGen gen{&s, &Scripted::u64_of, &Scripted::u32_of, &Scripted::double_of, &Scripted::u64_of};
-  *value = normal(&gen);
-  return s.draws == 1;
-}
-
-// Read the tables back (false where NumPy's function is not the ziggurat described above)
-bool bind_ziggurat(OneNormal normal) {
-  constexpr u64 top = (u64{1} << 52) - 1;
-  for (u64 idx = 0; idx < 256; ++idx) {
-    double value;
-    if (!scripted_normal(normal, idx, 1, &value) || !(value > 0)) return false;
-    zig_wi[idx] = value;
-    if (scripted_normal(normal, idx, top, &value)) {
-      zig_ki[idx] = top + 1;  // every magnitude is the common case
-      continue;
-    }
-    u64 lo = 1, hi = top;  // drawn once at lo, more at hi: the least such is in (lo, hi]
-    while (hi - lo > 1) {
-      const u64 mid = lo + (hi - lo) / 2;
-      (scripted_normal(normal, idx, mid, &value) ? lo : hi) = mid;
-    }
-    zig_ki[idx] = hi;
-  }
-  return true;
-}
-
-// NumPy's random_standard_normal_fill over a Philox stream (gen->state), its common case inline
-void fast_normal_fill(BitGen* gen, std::intptr_t n, double* out) {
-  auto* philox = static_cast<Philox*>(gen->state);
-  for (std::intptr_t i = 0; i < n; ++i) {
-    u64 r = philox->next64();
-    const int idx = static_cast<int>(r & 0xff);
-    r >>= 8;
-    const u64 rabs = (r >> 1) & 0x000fffffffffffffULL;
-    if (rabs < zig_ki[idx]) {
-      // the sign bit set by the word's (NumPy's x = -x, without a branch that a random sign mispredicts)
-      const double x = static_cast<double>(rabs) * zig_wi[idx];
-      u64 bits;
-      std::memcpy(&bits, &x, sizeof bits);
-      bits ^= (r & 0x1) << 63;
-      std::memcpy(&out[i], &bits, sizeof bits);
-    } else {
-      philox->buffer_pos -= 1;  // (next64 left the word's block in the buffer)
-      out[i] = one_normal(gen);
-    }
-  }
-}
 
 // A seed or offset (any Python int) modulo 2**64, as the CUDA backend's Philox takes them
 u64 mod64(const py::handle& value) {
@@ -390,18 +310,14 @@ void bind_random(py::module_& m) {
       "C-contiguous), is below p's element, else 0, in p's dtype and shape: bernoulli of the probabilities p.");
   m.def(
       "host_random_bind",
-      [](std::uintptr_t uniform, std::uintptr_t normal, std::uintptr_t bounded, std::uintptr_t one) {
+      [](std::uintptr_t uniform, std::uintptr_t normal, std::uintptr_t bounded) {
         uniform_fill = reinterpret_cast<DoubleFill>(uniform);
         normal_fill = reinterpret_cast<DoubleFill>(normal);
         bounded_fill = reinterpret_cast<BoundedFill>(bounded);
-        one_normal = reinterpret_cast<OneNormal>(one);
-        if (one_normal != nullptr && bind_ziggurat(one_normal)) normal_fill = &fast_normal_fill;
       },
-      py::arg("uniform_fill"), py::arg("normal_fill"), py::arg("bounded_uint64_fill"), py::arg("standard_normal"),
-      "Bind the addresses of NumPy's random_standard_uniform_fill, random_standard_normal_fill, "
-      "random_bounded_uint64_fill and random_standard_normal (its _generator module's exports), which the "
-      "host_random_* draws call (the normal fill's common case inline, with the ziggurat's tables read back "
-      "from random_standard_normal).");
+      py::arg("uniform_fill"), py::arg("normal_fill"), py::arg("bounded_uint64_fill"),
+      "Bind the addresses of NumPy's random_standard_uniform_fill, random_standard_normal_fill and "
+      "random_bounded_uint64_fill (its _generator module's exports), which the host_random_* draws call.");
   // rand's and randn's draws: the same signature over NumPy's uniform and normal fills
   const auto def_floating = [&m](const char* name, DoubleFill* fill, bool below_one, const char* doc) {
     m.def(
