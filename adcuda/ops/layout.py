@@ -867,6 +867,12 @@ def _slices(input, d, bounds):
     """The views of input from each of ``bounds`` to the next along dim ``d`` (empty where the next is
     smaller): slice_key called directly, one dispatch a piece (split, chunk, tensor_split; narrow's and
     getitem's would add two)."""
+    keys = _slice_keys(d, bounds)
+    return _pieces(input, keys) or tuple([slice_key(input, key) for key in keys])
+
+
+def _slice_keys(d, bounds):
+    """The keys of ``_slices``' pieces."""
     lead = (_FULL,) * d
     keys = []
     start = bounds[0]
@@ -874,14 +880,14 @@ def _slices(input, d, bounds):
         # (no trailing Ellipsis: compiled programs match the pieces' gradient writes by these keys)
         keys.append(lead + (slice(start, stop if stop > start else start),))
         start = stop
-    return _pieces(input, keys)
+    return keys
 
 
 def _pieces(input, keys):
-    """slice_key's views of input at each of ``keys``: made in one call by its view lane where it is open
-    (``views``), else one entry call each."""
+    """slice_key's views of input at each of ``keys``, made in one call by its view lane (``views``); None
+    where that declines (a hook attached, an input in the graph: one entry call each is then the caller's)."""
     views = slice_key.views(input, [(key, None) for key in keys])
-    return tuple(views) if views is not None else tuple([slice_key(input, key) for key in keys])
+    return None if views is None else tuple(views)
 
 
 def _contiguous_method(self: Tensor) -> Tensor:
@@ -1150,7 +1156,29 @@ def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int 
     return _slices(input, d, bounds)
 
 
-@op("chunk", doc="chunks nearly equal pieces along dim (views).", composite=True)
+def _chunk_bounds(size, chunks):
+    step = max(-(-size // chunks), 1)
+    return list(range(0, size, step)) + [size]
+
+
+def _plain_dim_of(input, dim):
+    """``dim`` wrapped where input is a Tensor with that dim and dim a plain int (the direct lanes of
+    chunk and unbind), else None."""
+    if input.__class__ is not Tensor or dim.__class__ is not int:
+        return None
+    return _plain_dim(dim, input._data.ndim)
+
+
+def _chunk_direct(input, chunks, dim=0):
+    """chunk's common case (a non-empty dim of plain ints) as its entry's direct lane: the pieces in one
+    ``views`` call; None for any other call, or where that declines."""
+    d = _plain_dim_of(input, dim)
+    if d is None or chunks.__class__ is not int or chunks <= 0 or not input._data.shape[d]:
+        return None
+    return _pieces(input, _slice_keys(d, _chunk_bounds(input._data.shape[d], chunks)))
+
+
+@op("chunk", doc="chunks nearly equal pieces along dim (views).", composite=True, direct=_chunk_direct)
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
@@ -1160,16 +1188,27 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     size = shape[d]
     if size == 0:  # PyTorch gives ``chunks`` empty pieces here
         return _slices(input, d, [0] * (chunks + 1))
-    step = max(-(-size // chunks), 1)
-    return _slices(input, d, list(range(0, size, step)) + [size])
+    return _slices(input, d, _chunk_bounds(size, chunks))
 
 
-@op("unbind", doc="The slices along dim, as a tuple (views).", composite=True)
-def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
-    d = _real_dim("unbind", input, dim)
+def _unbind_keys(d, size):
     # keys that end in an Ellipsis already (the CPU primitive adds one to keep a 0-d piece a view)
     lead = (_FULL,) * d
-    return _pieces(input, [lead + (i, Ellipsis) for i in range(input._data.shape[d])])
+    return [lead + (i, Ellipsis) for i in range(size)]
+
+
+def _unbind_direct(input, dim=0):
+    """unbind's common case as its entry's direct lane: the pieces in one ``views`` call (None where that
+    declines, or for any other call)."""
+    d = _plain_dim_of(input, dim)
+    return None if d is None else _pieces(input, _unbind_keys(d, input._data.shape[d]))
+
+
+@op("unbind", doc="The slices along dim, as a tuple (views).", composite=True, direct=_unbind_direct)
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    d = _real_dim("unbind", input, dim)
+    keys = _unbind_keys(d, input._data.shape[d])
+    return _pieces(input, keys) or tuple([slice_key(input, key) for key in keys])
 
 
 @op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
