@@ -638,13 +638,13 @@ def _gather_grad(grad, input_shape, dim, index):
     return scatter_add(filled(input_shape, 0, grad.dtype, grad._device), d, index, grad)
 
 
-def _gather_direct(input, dim, index):
-    """gather's direct lane (registry.py's ``direct=``; the entry records its output): the host loop's
-    gather of CPU tensors at an int64 index; None for any other call (the forward's path, which checks
-    and names the errors)."""
+def _gather_lane(input, dim, index):
+    """gather's kernel lane (registry.py's ``lane=``; the entry wraps and records its array): the host
+    loop's gather of CPU tensors at an int64 index; None for any other call (the forward's path, which
+    checks and names the errors)."""
     if _on_host(input, index) and dim.__class__ is int:
         a = input._data
-        return _on_cpu(gathered_along(a, dim + a.ndim if dim < 0 else dim, index._data))
+        return gathered_along(a, dim + a.ndim if dim < 0 else dim, index._data)
     return None
 
 
@@ -653,7 +653,7 @@ def _gather_direct(input, dim, index):
     doc="Values of input at index along dim (out[i][j] = input[index[i][j]][j] for dim 0).",
     node="GatherBackward0",
     grads={"input": _gather_grad},
-    direct=_gather_direct,
+    lane=_gather_lane,
 )
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _check_index_tensor("gather", input, dim, index)
@@ -675,14 +675,15 @@ def _scatter_add_src_grad(grad, dim, index, src_shape):
     return g_src
 
 
-def _along_direct(input, dim, index, src, how):
+def _along_array(input, dim, index, src, how):
     """The host loop's combine (``how``: "write", "add" or "sum", "prod", "amax", "amin") of src (of
-    input's dtype) into a copy of input at an int64 index along dim, CPU tensors: scatter_add's direct
-    lane (the entry records its output) and scatter's and scatter_reduce's (for inputs in no graph);
-    None for any other call (the forward's path, which checks and names the errors)."""
+    input's dtype) into a copy of input's array at an int64 index along dim, CPU tensors: scatter_add's
+    kernel lane (the entry wraps and records it) and, wrapped, scatter's and scatter_reduce's direct
+    lanes (for inputs in no graph); None for any other call (the forward's path, which checks and names
+    the errors)."""
     if _on_host(input, index, src) and dim.__class__ is int:
         a = input._data
-        return _on_cpu(scattered_along(a, dim + a.ndim if dim < 0 else dim, index._data, src._data, how))
+        return scattered_along(a, dim + a.ndim if dim < 0 else dim, index._data, src._data, how)
     return None
 
 
@@ -693,7 +694,7 @@ def _along_direct(input, dim, index, src, how):
     node="ScatterAddBackward0",
     inplace=True,
     grads={"input": lambda grad: grad, "src": _scatter_add_src_grad},
-    direct=lambda input, dim, index, src: _along_direct(input, dim, index, src, "add"),
+    lane=lambda input, dim, index, src: _along_array(input, dim, index, src, "add"),
 )
 def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d = _check_index_tensor("scatter_add", input, dim, index)
@@ -925,11 +926,11 @@ def _check_scatter_index(name, input, dim, index):
 
 
 def _scatter_direct(input, dim, index, src, value, reduce):
-    """scatter's direct lane (registry.py's ``direct=``): ``_along_direct``'s write, for CPU tensors that
+    """scatter's direct lane (registry.py's ``direct=``): ``_along_array``'s write, for CPU tensors that
     take part in no graph (the forward's common case without its frames, its checks and NumPy's fancy
     indexing); None for any other call (the forward's path, which checks and names the errors)."""
     if reduce is None and value is None and _untracked(input) and _untracked(src):
-        return _along_direct(input, dim, index, src, "write")
+        return _on_cpu(_along_array(input, dim, index, src, "write"))
     return None
 
 
@@ -1012,7 +1013,7 @@ def _scatter_reduce_direct(input, dim, index, src, reduce, include_self):
     """scatter_reduce's direct lane: ``_scatter_direct``'s for the reductions the host loop combines as the
     forward's path does (sum, prod, amax, amin, including input's own values); None for any other call."""
     if include_self is True and reduce != "mean" and _untracked(input) and _untracked(src):
-        return _along_direct(input, dim, index, src, reduce)
+        return _on_cpu(_along_array(input, dim, index, src, reduce))
     return None
 
 
@@ -1456,18 +1457,18 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
     return wrap(_diagonal_data(primitives(input), data, offset, d1, d2), input._device)
 
 
-def _diagonal_scatter_direct(input, src, offset, dim1, dim2):
-    """diagonal_scatter's direct lane (the entry records its output): src (of input's dtype) copied onto
-    the diagonal view ``_diagonal_array`` makes of a row-major copy of a CPU matrix; None for any other
-    call (the forward's path, which checks and names the errors)."""
-    if input.__class__ is Tensor and src.__class__ is Tensor and input._device is CPU and src._device is CPU:
+def _diagonal_scatter_lane(input, src, offset, dim1, dim2):
+    """diagonal_scatter's kernel lane (the entry wraps and records its array): src (of input's dtype)
+    copied onto the diagonal view ``_diagonal_array`` makes of a row-major copy of a CPU matrix; None for
+    any other call (the forward's path, which checks and names the errors)."""
+    if _on_host(input, src):
         a, s = input._data, src._data
         if a.__class__ is np.ndarray and s.__class__ is np.ndarray and s.dtype is a.dtype:
             out = a.copy()
             target = _diagonal_array(out, offset, dim1, dim2)
             if target is not None and target.shape == s.shape:
                 target[...] = s
-                return wrap(out, CPU)
+                return out
     return None
 
 
@@ -1481,7 +1482,7 @@ def _diagonal_scatter_direct(input, src, offset, dim1, dim2):
         ),
         "src": lambda grad, offset, dim1, dim2: diagonal(grad, offset, dim1, dim2),
     },
-    direct=_diagonal_scatter_direct,
+    lane=_diagonal_scatter_lane,
 )
 def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     offset, d1, d2 = _diagonal_dims("diagonal_scatter", input._data.ndim, offset, dim1, dim2)
@@ -1561,14 +1562,14 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
 _diagonal_of = diagonal  # diag's parameter is called diagonal, as in PyTorch
 
 
-def _diag_embed_direct(input, offset, dim1, dim2):
-    """diag_embed's direct lane (the entry records its output): the planes last (the default dims), made
-    on the host in one write, a CPU tensor of at least one dim; None for any other call."""
+def _diag_embed_lane(input, offset, dim1, dim2):
+    """diag_embed's kernel lane (the entry wraps and records its array): the planes last (the default
+    dims), made on the host in one write, a CPU tensor of at least one dim; None for any other call."""
     if input.__class__ is Tensor and dim1.__class__ is dim2.__class__ is offset.__class__ is int:
         a = input._data
         last = a.ndim  # (the output's last dim)
         if input._device is CPU and (dim1 == -2 or dim1 == last - 1) and (dim2 == -1 or dim2 == last):
-            return _on_cpu(embedded_diagonals(a, offset))
+            return embedded_diagonals(a, offset)
     return None
 
 
@@ -1577,7 +1578,7 @@ def _diag_embed_direct(input, offset, dim1, dim2):
     doc="The last dim of input as the diagonals (at offset) of the planes of dim1 and dim2.",
     node="DiagEmbedBackward0",
     grads={"input": lambda grad, offset, dim1, dim2: diagonal(grad, offset, dim1, dim2)},
-    direct=_diag_embed_direct,
+    lane=_diag_embed_lane,
 )
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     in_shape = input._data.shape  # (the array's: Tensor.shape makes one a read)
