@@ -25,4 +25,8 @@ void gelu_avx2(const float* x, float* y, std::ptrdiff_t n);
 // g times gelu's derivative at x (GeluBackward of functors.cuh).
 void gelu_backward_avx2(const float* x, const float* g, float* out, std::ptrdiff_t n);
 
+// tanh (tanh_ of functors.cuh) over n float32 values, eight lanes at a time; y may be x. For the LSTM
+// layer's steps (recurrent.cpp), which activate a row of gates at a time.
+void tanh_avx2(const float* x, float* y, std::ptrdiff_t n);
+
 }  // namespace adcuda::host

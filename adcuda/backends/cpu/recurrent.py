@@ -8,11 +8,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import _native
 from .._recurrent_shapes import check_cell, check_layer, check_saved, layer_dims
 from . import threads
 from ._common import BackendArray, _compute
 
 __all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward", "lstm_layer", "lstm_layer_backward"]
+
+
+# The native module's LSTM layer steps (kernels/host/recurrent.cpp; None: the NumPy loops, the
+# reference): the forward's needs AVX2 (its tanh) and takes float32, the backward's float32/float64.
+_C = _native._C
+_NATIVE_STEP = _C.cpu_lstm_step if _C is not None and hasattr(_C, "cpu_lstm_step") and _C.host_has_avx2() else None
+_NATIVE_STEP_BACKWARD = getattr(_C, "cpu_lstm_step_backward", None)
+_NATIVE_BACKWARD_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _sigmoid(x):
@@ -175,9 +184,17 @@ def lstm_layer(
     i, f, g, o = (by_step[:, :, k * hidden : (k + 1) * hidden] for k in range(4))
     h_steps, c_steps, tanh_c_steps = (a.reshape(length, batch, hidden) for a in (hs, cells[0], cells[1]))
     matmul, tanh, multiply = np.matmul, np.tanh, np.multiply
+    # the native step: what follows each step's product in one call, where NumPy makes nine
+    step = _NATIVE_STEP if dtype == np.float32 else None
+    if step is not None:
+        c = np.ascontiguousarray(c)
     for t in _visit(length, reverse):
         a_t, h_t, c_t, tanh_c = by_step[t], h_steps[t], c_steps[t], tanh_c_steps[t]
         matmul(h, w_t, out=gh)  # also from a zero h0: NaN and inf weights propagate as in PyTorch
+        if step is not None:
+            step(a_t, gh, c, scale, offset, c_t, tanh_c, h_t)
+            h, c = h_t, c_t
+            continue
         a_t += gh
         tanh(a_t, out=a_t)
         a_t *= scale
@@ -269,13 +286,21 @@ def lstm_layer_backward(
     g_hs, dh_to_dc, fs = (a.reshape(length, batch, hidden) for a in (g_hs, dh_to_dc, f))
     d_c3 = d_c[:, None, :]
     matmul, multiply, add = np.matmul, np.multiply, np.add
+    # the native step: the six passes below in one call (the same operations in the same order)
+    step = _NATIVE_STEP_BACKWARD if dtype in _NATIVE_BACKWARD_DTYPES else None
+    if step is not None:
+        g_hs = np.ascontiguousarray(g_hs, dtype)
+        act_steps = np.ascontiguousarray(act, dtype).reshape(length, batch, 4 * hidden)
     for t in _visit(length, not reverse):
-        add(g_hs[t], d_h, out=dh)
-        multiply(dh, dh_to_dc[t], out=work)
-        d_c += work
-        multiply(d_ifg[t], d_c3, out=d_ifg[t])
-        multiply(d_o[t], dh, out=d_o[t])
-        d_c *= fs[t]
+        if step is not None:
+            step(g_hs[t], d_h, dh_to_dc[t], act_steps[t], d_zs[t], d_c)
+        else:
+            add(g_hs[t], d_h, out=dh)
+            multiply(dh, dh_to_dc[t], out=work)
+            d_c += work
+            multiply(d_ifg[t], d_c3, out=d_ifg[t])
+            multiply(d_o[t], dh, out=d_o[t])
+            d_c *= fs[t]
         if t != first or h0_grad:
             matmul(d_zs[t], w, out=d_h)
     x_rows = _time_major(xs, length, batch, batch_first)
