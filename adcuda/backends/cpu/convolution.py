@@ -17,7 +17,9 @@ as zeros, no wide rows, so the GEMMs hold only real output columns; output rows 
 through a table of per-tap offsets, and conv2d by kernel rows sums its shifted products there too
 (``cpu_add_row_shifts``). The NumPy gathers above stay the reference they are tested against
 (``_NATIVE = None`` selects them). A convolution whose one window is the whole input is a matrix
-product on either path (``_one_window``).
+product on either path (``_one_window``). Strided layers of many channels and short output rows
+gather channels-last columns instead (``_channels_last``: ``cpu_channels_last_columns``), each tap a
+contiguous run of C values.
 """
 
 from __future__ import annotations

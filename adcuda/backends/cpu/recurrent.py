@@ -2,6 +2,9 @@
 CUDA): what an LSTM or GRU computes per time step after its two matrix products, in one pass.
 
 Gate order is PyTorch's: LSTM (i, f, g, o), GRU (r, z, n) along the last dim of the projections.
+The LSTM layer's per-step pointwise work is the native module's where it is built
+(kernels/host/recurrent.cpp: ``_NATIVE_STEP``, ``_NATIVE_STEP_BACKWARD``; None selects the NumPy loops,
+the reference).
 """
 
 from __future__ import annotations
