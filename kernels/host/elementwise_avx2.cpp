@@ -175,7 +175,9 @@ void gelu_backward_avx2(const float* x, const float* g, float* out, std::ptrdiff
 }
 
 void tanh_avx2(const float* x, float* y, std::ptrdiff_t n) {
-  in_eights(n, [&](std::ptrdiff_t i, std::ptrdiff_t count) { store_some(y + i, math::tanh_(load_some(x + i, count)), count); });
+  in_eights(n, [&](std::ptrdiff_t i, std::ptrdiff_t count) {
+    store_some(y + i, math::tanh_(load_some(x + i, count)), count);
+  });
 }
 
 }  // namespace adcuda::host

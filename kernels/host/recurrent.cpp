@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "elementwise_avx2.h"
@@ -27,7 +28,8 @@ using Index = py::ssize_t;
 
 // a's element count is rows * width (a row-major float32 array), or the call is refused.
 void require(const Rows& a, Index rows, Index width, const char* what) {
-  if (a.size() != rows * width) throw std::invalid_argument(std::string("cpu_lstm_step: ") + what + " has the wrong size");
+  if (a.size() != rows * width)
+    throw std::invalid_argument(std::string("cpu_lstm_step: ") + what + " has the wrong size");
 }
 
 // One forward step. a (B, 4H): the step's input projection, the gates' tanh arguments (times 0.5 for
@@ -36,7 +38,8 @@ void require(const Rows& a, Index rows, Index width, const char* what) {
 // h <- o * tanh_c. (c_prev may be c of the step before: it is read before c is written, row by row.)
 void lstm_step(Rows& a, const Rows& gh, const Rows& c_prev, const Rows& scale, const Rows& offset, Rows& c,
                Rows& tanh_c, Rows& h) {
-  const Index hidden = c_prev.shape(c_prev.ndim() - 1), batch = c_prev.size() / (hidden ? hidden : 1);
+  if (c_prev.ndim() != 2) throw std::invalid_argument("cpu_lstm_step: c_prev must be (B, H)");
+  const Index hidden = c_prev.shape(1), batch = c_prev.shape(0);
   require(a, batch, 4 * hidden, "a");
   require(gh, batch, 4 * hidden, "gh");
   require(scale, 1, 4 * hidden, "scale");
@@ -77,7 +80,8 @@ void lstm_step_backward(const py::array_t<T, py::array::c_style>& g_h, const py:
                         const py::array_t<T, py::array::c_style>& dh_to_dc,
                         const py::array_t<T, py::array::c_style>& gates, py::array_t<T, py::array::c_style>& d_z,
                         py::array_t<T, py::array::c_style>& d_c) {
-  const Index hidden = d_c.shape(d_c.ndim() - 1), batch = d_c.size() / (hidden ? hidden : 1);
+  if (d_c.ndim() != 2) throw std::invalid_argument("cpu_lstm_step_backward: d_c must be (B, H)");
+  const Index hidden = d_c.shape(1), batch = d_c.shape(0);
   if (g_h.size() != batch * hidden || d_h.size() != batch * hidden || dh_to_dc.size() != batch * hidden ||
       gates.size() != batch * 4 * hidden || d_z.size() != batch * 4 * hidden)
     throw std::invalid_argument("cpu_lstm_step_backward: the arrays' sizes do not fit d_c's (B, H)");
