@@ -24,6 +24,8 @@ namespace adcuda::host {
 namespace {
 
 using Rows = py::array_t<float, py::array::c_style>;
+template <typename T>
+using Rows_ = py::array_t<T, py::array::c_style>;
 using Index = py::ssize_t;
 
 // a's element count is rows * width (a row-major float32 array), or the call is refused.
@@ -105,6 +107,41 @@ void lstm_step_backward(const py::array_t<T, py::array::c_style>& g_h, const py:
   }
 }
 
+// The backward's per-element factors over the whole sequence, in lstm_layer_backward's order of operations
+// (its NumPy formula makes eleven passes over (rows, 4H) and (rows, H) arrays): from the activated gates
+// act (rows, 4H), each step's cell state cs and its tanh (rows, H) and c0 (B, H), time-major ->
+// d_z (rows, 4H): i (1 - i) g, f (1 - f) c_prev, (1 - g^2) i, o (1 - o) tanh_c, and dh_to_dc (rows, H):
+// (1 - tanh_c^2) o. c_prev is the row block before (after, when ``reverse``), c0 for the first step.
+template <typename T>
+void lstm_backward_factors(const Rows_<T>& act, const Rows_<T>& cs, const Rows_<T>& tanh_cs, const Rows_<T>& c0,
+                           bool reverse, Rows_<T>& d_z, Rows_<T>& dh_to_dc) {
+  if (c0.ndim() != 2 || cs.ndim() != 2)
+    throw std::invalid_argument("cpu_lstm_backward_factors: c0 must be (B, H) and cs (rows, H)");
+  const Index batch = c0.shape(0), hidden = c0.shape(1), rows = cs.shape(0);
+  if (cs.shape(1) != hidden || (batch ? rows % batch : rows) != 0 || tanh_cs.size() != rows * hidden ||
+      act.size() != rows * 4 * hidden || d_z.size() != rows * 4 * hidden || dh_to_dc.size() != rows * hidden)
+    throw std::invalid_argument("cpu_lstm_backward_factors: the arrays' sizes do not fit c0's (B, H) and cs's rows");
+  const T *a = act.data(), *c = cs.data(), *tc = tanh_cs.data(), *c_first = c0.data();
+  T *z = d_z.mutable_data(), *k = dh_to_dc.mutable_data();
+  const Index first_rows = reverse ? rows - batch : 0;  // the rows of the step the forward visits first
+  for (Index r = 0; r < rows; ++r) {
+    const T* gates = a + r * 4 * hidden;
+    const T *i = gates, *f = gates + hidden, *g = gates + 2 * hidden, *o = gates + 3 * hidden;
+    const bool first = r >= first_rows && r < first_rows + batch;
+    const T* prev = first ? c_first + (r - first_rows) * hidden : c + (reverse ? r + batch : r - batch) * hidden;
+    const T* t = tc + r * hidden;
+    T* out = z + r * 4 * hidden;
+    T* dc = k + r * hidden;
+    for (Index q = 0; q < hidden; ++q) {
+      out[q] = ((T(1) - i[q]) * i[q]) * g[q];
+      out[hidden + q] = ((T(1) - f[q]) * f[q]) * prev[q];
+      out[2 * hidden + q] = (T(1) - g[q] * g[q]) * i[q];
+      out[3 * hidden + q] = ((T(1) - o[q]) * o[q]) * t[q];
+      dc[q] = (T(1) - t[q] * t[q]) * o[q];
+    }
+  }
+}
+
 }  // namespace
 
 void bind_recurrent(py::module_& m) {
@@ -121,6 +158,15 @@ void bind_recurrent(py::module_& m) {
         py::arg("d_z").noconvert(), py::arg("d_c").noconvert(),
         "One LSTM backward step in place (row-major arrays of one float dtype): dh = g_h + d_h; d_c += dh * "
         "dh_to_dc; d_z[:, :3H] *= d_c; d_z[:, 3H:] *= dh; d_c *= the gates' f.");
+  m.def("cpu_lstm_backward_factors", &lstm_backward_factors<float>, py::arg("act").noconvert(),
+        py::arg("cs").noconvert(), py::arg("tanh_cs").noconvert(), py::arg("c0").noconvert(), py::arg("reverse"),
+        py::arg("d_z").noconvert(), py::arg("dh_to_dc").noconvert());
+  m.def("cpu_lstm_backward_factors", &lstm_backward_factors<double>, py::arg("act").noconvert(),
+        py::arg("cs").noconvert(), py::arg("tanh_cs").noconvert(), py::arg("c0").noconvert(), py::arg("reverse"),
+        py::arg("d_z").noconvert(), py::arg("dh_to_dc").noconvert(),
+        "The LSTM layer backward's factors, one pass (row-major arrays of one float dtype, time-major rows): "
+        "d_z (rows, 4H) <- i(1-i) g, f(1-f) c_prev, (1-g^2) i, o(1-o) tanh_c; "
+        "dh_to_dc (rows, H) <- (1-tanh_c^2) o.");
 }
 
 }  // namespace adcuda::host

@@ -20,10 +20,12 @@ __all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward", "
 
 
 # The native module's LSTM layer steps (kernels/host/recurrent.cpp; None: the NumPy loops, the
-# reference): the forward's needs AVX2 (its tanh) and takes float32, the backward's float32/float64.
+# reference): the forward's needs AVX2 (its tanh) and takes float32, the backward's (its steps and
+# its factors) float32/float64.
 _C = _native._C
 _NATIVE_STEP = _C.cpu_lstm_step if _C is not None and hasattr(_C, "cpu_lstm_step") and _C.host_has_avx2() else None
 _NATIVE_STEP_BACKWARD = getattr(_C, "cpu_lstm_step_backward", None)
+_NATIVE_FACTORS = getattr(_C, "cpu_lstm_backward_factors", None)
 _NATIVE_BACKWARD_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -227,6 +229,40 @@ def _previous(sequence, first, batch, reverse):
     return out
 
 
+def _backward_factors(act, cs, tanh_cs, c0, batch, reverse):
+    """lstm_layer_backward's factors from the activated gates act (rows, 4H), each step's cell state
+    cs and its tanh (rows, H), time-major -> (d_z (rows, 4H): i (1 - i) g, f (1 - f) c_prev,
+    (1 - g^2) i, o (1 - o) tanh_c; dh_to_dc (rows, H): (1 - tanh_c^2) o): in one native pass where
+    the module is built (the same operations in the same order), else in NumPy's eleven."""
+    rows, hidden = cs.shape[0], cs.shape[1]
+    dtype = act.dtype
+    if _NATIVE_FACTORS is not None and dtype in _NATIVE_BACKWARD_DTYPES:
+        d_z, dh_to_dc = np.empty((rows, 4 * hidden), dtype), np.empty((rows, hidden), dtype)
+        arrays = (np.ascontiguousarray(a, dtype) for a in (act, cs, tanh_cs, c0))
+        _NATIVE_FACTORS(*arrays, reverse, d_z, dh_to_dc)
+        return d_z, dh_to_dc
+    by_gate = act.reshape(rows, 4, hidden)
+    d_z = np.subtract(1, act)
+    d_z *= act  # a (1 - a): the sigmoid gates' derivative; g's becomes 1 - g^2 next
+    factors = d_z.reshape(rows, 4, hidden)
+    np.multiply(by_gate[:, 2], by_gate[:, 2], out=factors[:, 2])
+    np.subtract(1, factors[:, 2], out=factors[:, 2])
+    np.multiply(factors[:, 0:3:2], by_gate[:, 2::-2], out=factors[:, 0:3:2])  # i's times g, g's times i
+    if rows:  # f's times the previous cell state: the row block before (after, in reverse) or c0
+        first_step, later_steps = (
+            (slice(rows - batch, None), slice(None, rows - batch))
+            if reverse
+            else (slice(None, batch), slice(batch, None))
+        )
+        factors[later_steps, 1] *= cs[slice(batch, None) if reverse else slice(None, rows - batch)]
+        factors[first_step, 1] *= c0
+    factors[:, 3] *= tanh_cs
+    dh_to_dc = np.multiply(tanh_cs, tanh_cs)
+    np.subtract(1, dh_to_dc, out=dh_to_dc)
+    dh_to_dc *= by_gate[:, 3]
+    return d_z, dh_to_dc
+
+
 def lstm_layer_backward(
     grad: BackendArray,
     x: BackendArray,
@@ -259,25 +295,8 @@ def lstm_layer_backward(
     # d_c = d_c_next + d_h * o (1 - tanh_c^2): everything but d_c and d_h is known up front, so d_z
     # starts as those factors, made over the whole sequence in a few passes (gates as (rows, 4, H)),
     # and each step multiplies its rows in place
-    by_gate, f = act.reshape(rows, 4, hidden), act[:, hidden : 2 * hidden]
-    d_z = np.subtract(1, act)
-    d_z *= act  # a (1 - a): the sigmoid gates' derivative; g's becomes 1 - g^2 next
-    factors = d_z.reshape(rows, 4, hidden)
-    np.multiply(by_gate[:, 2], by_gate[:, 2], out=factors[:, 2])
-    np.subtract(1, factors[:, 2], out=factors[:, 2])
-    np.multiply(factors[:, 0:3:2], by_gate[:, 2::-2], out=factors[:, 0:3:2])  # i's times g, g's times i
-    if rows:  # f's times the previous cell state: the row block before (after, in reverse) or c0
-        first_step, later_steps = (
-            (slice(rows - batch, None), slice(None, rows - batch))
-            if reverse
-            else (slice(None, batch), slice(batch, None))
-        )
-        factors[later_steps, 1] *= cs[slice(batch, None) if reverse else slice(None, rows - batch)]
-        factors[first_step, 1] *= c0_
-    factors[:, 3] *= tanh_cs
-    dh_to_dc = np.multiply(tanh_cs, tanh_cs)
-    np.subtract(1, dh_to_dc, out=dh_to_dc)
-    dh_to_dc *= by_gate[:, 3]
+    f = act[:, hidden : 2 * hidden]
+    d_z, dh_to_dc = _backward_factors(act, cs, tanh_cs, c0_, batch, reverse)
     g_hs = _time_major(g_out[:rows], length, batch, batch_first)
     d_h = np.array(g_out[rows : rows + batch], dtype)  # the last h's gradient, then the next step's
     d_c = np.array(g_out[rows + batch :], dtype)
