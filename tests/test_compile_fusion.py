@@ -676,6 +676,11 @@ def test_compiled_backwards_read_what_their_forwards_kept():
     for step in attention:
         makers = {steps[program.trace.producer[a.n]].name for a in step.args[:4] if hasattr(a, "n")}
         assert makers and "contiguous" not in makers, makers
+    # the forward writes its output into the buffer of the heads' row-major copy, which its backward
+    # then reads as the output (through the permutation), the copy left out
+    (forward,) = [i for i, s in enumerate(steps) if getattr(s, "name", "") == "attention"]
+    assert forward in program.into
+    assert "no copy: attention wrote its result there" in text
     # and the gradients they made are eager's, bit for bit
     compiled = adcuda.compile(f, fullgraph=True)
     grads = []

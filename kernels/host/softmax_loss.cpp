@@ -1,5 +1,5 @@
-// The CPU backend's softmax, log_softmax and classifier (cross-entropy) forwards
-// (adcuda/backends/cpu/softmax_loss.py) over C-contiguous float32/float64 arrays: one pass per row for
+// The CPU backend's softmax, log_softmax and classifier (cross-entropy) forwards and the classifier's
+// backward (adcuda/backends/cpu/softmax_loss.py) over C-contiguous float32/float64 arrays: one pass per row for
 // the maximum, one for the sum of exponentials, one for the result, in the array's dtype. NumPy makes
 // each of those a call of a microsecond or more on the small arrays of a per-op call, plus the
 // temporaries; here the whole op is one call. The formulas are the NumPy path's, which stays the

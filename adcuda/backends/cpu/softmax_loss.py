@@ -14,9 +14,10 @@ __all__ = ["softmax", "softmax_backward", "classifier_loss", "classifier_loss_ba
 __all__ += ["nll_loss", "multi_margin_loss"]  # the class losses, reduced
 
 
-# The host module's forwards (kernels/host/softmax_loss.cpp; None: NumPy's, the reference they are
-# tested against), for arrays up to _NATIVE_MAX elements: there NumPy's passes cost a microsecond or
-# more each whatever the size; above it its vectorised exp is faster than the host loop's.
+# The host module's forwards and the classifier loss's backward (kernels/host/softmax_loss.cpp; None:
+# NumPy's, the reference they are tested against), for arrays up to _NATIVE_MAX elements: there NumPy's
+# passes cost a microsecond or more each whatever the size; above it its vectorised exp is faster than
+# the host loop's.
 _NATIVE = _native._C if hasattr(_native._C, "cpu_softmax") else None
 _NATIVE_MAX = 1 << 14
 
