@@ -726,8 +726,16 @@ class Program:
             if step.name == "attention":
                 found = permuted_copy(step.results[0], others=True)
                 b = None if found is None else self.buffer_of.get(found[2])
-                # (the buffer holds the output from attention's step to its last reader's)
-                if b is None or not free(b, found[2], i, max(found[1], self.death[step.results[0]])):
+                if b is None:
+                    continue
+                # the buffer holds the output from attention's step to its last reader's, and nothing writes
+                # the copy (or the output) in place before then: the copy and the output are one array now
+                end = max(found[1], self.death[step.results[0]])
+                if not free(b, found[2], i, end):
+                    continue
+                if end > found[1] and (
+                    self._written(found[2], found[1] + 1, end + 1) or self._written(step.results[0], i + 1, end + 1)
+                ):
                     continue
                 p, c, _, inverse = found
                 dest = self.buffer_arrays[b].transpose(inverse)
@@ -830,18 +838,24 @@ class Program:
         owner = owner_of[sources[0]]
         if sources[0] != sources[1] or owner < 0 or owner in self.trace.handed_over:
             return False
-        for between in range(reads[0] + 1, reads[1]):
+        return not self._written(owner, reads[0] + 1, reads[1])
+
+    def _written(self, owner, start, end):
+        """Whether a step from ``start`` to ``end`` (excluded) may write the memory of owning array
+        ``owner``: a host step handed it (which may write what it is handed), or an in-place primitive."""
+        steps, producer, owner_of = self.trace.steps, self.trace.producer, self.layout.owner
+        for between in range(start, end):
             step = steps[between]
             if step.__class__ is HostStep:
                 refs = []
                 _walk(_arguments_of(step), refs.append)
                 if any(r.__class__ is TensorArg and owner_of[r.value] == owner for r in refs):
-                    return False  # a host step may write what it is handed
+                    return True
             elif step.__class__ is Call and step.name not in _HANDS_BACK:
                 for n in step.results:
                     if n is not None and producer[n] != between and owner_of[n] == owner:
-                        return False  # an in-place primitive's result: it wrote the source
-        return True
+                        return True  # an in-place primitive's result: it wrote its operand
+        return False
 
     def _dying_operand(self, i, step, positions, n, buffer_of, outlives):
         """(an operand of call ``i`` whose memory its result ``n`` may take, that memory's buffer or None
