@@ -39,16 +39,20 @@ def test_a_row_of_only_minus_infinity_is_nan(monkeypatch):
     np.testing.assert_array_equal(native[1], [1.0, 0.0])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
-@pytest.mark.parametrize("weighted", [False, True])
-def test_classifier_loss_matches_numpy(monkeypatch, dtype, label_smoothing, weighted):
-    rng = np.random.default_rng(1)
+def _classifier_case(rng, dtype, weighted):
+    """(logits, target, weight) of 6 rows and 8 classes: a NaN logit, a row of -inf, row 1 ignored (-100)."""
     logits = rng.standard_normal((6, 8)).astype(dtype)
     logits[2, 3], logits[4] = np.nan, -np.inf
     target = rng.integers(0, 8, 6)
     target[1] = -100
-    weight = rng.random(8).astype(dtype) if weighted else None
+    return logits, target, rng.random(8).astype(dtype) if weighted else None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_classifier_loss_matches_numpy(monkeypatch, dtype, label_smoothing, weighted):
+    logits, target, weight = _classifier_case(np.random.default_rng(1), dtype, weighted)
     native, reference = _both(
         monkeypatch, cpu_softmax_loss.classifier_loss, logits, target, weight, -100, label_smoothing
     )
@@ -123,11 +127,7 @@ def test_classifier_loss_backward_matches_numpy(monkeypatch, dtype, label_smooth
     """The host module's one-pass backward (kernels/host/softmax_loss.cpp) against the NumPy path: a NaN
     logit, a row of -inf, an ignored row (0 even with an infinite row gradient), class weights, smoothing."""
     rng = np.random.default_rng(2)
-    logits = rng.standard_normal((6, 8)).astype(dtype)
-    logits[2, 3], logits[4] = np.nan, -np.inf
-    target = rng.integers(0, 8, 6)
-    target[1] = -100
-    weight = rng.random(8).astype(dtype) if weighted else None
+    logits, target, weight = _classifier_case(rng, dtype, weighted)
     _, stats = cpu_softmax_loss.classifier_loss(logits, target, weight, -100, label_smoothing)
     g_rows = rng.standard_normal(6).astype(dtype)
     g_rows[1] = np.inf

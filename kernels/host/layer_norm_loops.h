@@ -25,13 +25,8 @@ namespace adcuda::host {
 // One layer norm's arrays: ``rows`` rows of ``count`` values (w, b, kept: may be null).
 template <typename T>
 struct LayerNormRows {
-  const T* x;
-  const T* w;
-  const T* b;
-  T* y;
-  T* kept;
-  T* mean;
-  T* rstd;
+  const T *x, *w, *b;
+  T *y, *kept, *mean, *rstd;
   std::int64_t rows, count;
   double eps;
 };
@@ -40,31 +35,24 @@ struct LayerNormRows {
 // (may be null): the normalised x the forward kept, read instead of computed.
 template <typename T>
 struct LayerNormGrads {
-  const T* g;
-  const T* x;
-  const T* w;
-  const T* mean;
-  const T* rstd;
-  const T* kept;
-  T* dx;
-  T* dw;
-  T* db;
+  const T *g, *x, *w, *mean, *rstd, *kept;
+  T *dx, *dw, *db;
   std::int64_t rows, count;
 };
 
-// Each build's loops (the GIL released by the caller).
+// Each build's loops (the GIL released by the caller), declared once for both namespaces.
+#define ADCUDA_LAYER_NORM_LOOPS(T)                  \
+  void layer_norm_rows(const LayerNormRows<T>& a); \
+  void layer_norm_backward_rows(const LayerNormGrads<T>& a);
 namespace baseline {
-void layer_norm_rows(const LayerNormRows<float>& a);
-void layer_norm_rows(const LayerNormRows<double>& a);
-void layer_norm_backward_rows(const LayerNormGrads<float>& a);
-void layer_norm_backward_rows(const LayerNormGrads<double>& a);
+ADCUDA_LAYER_NORM_LOOPS(float)
+ADCUDA_LAYER_NORM_LOOPS(double)
 }  // namespace baseline
 namespace avx2 {
-void layer_norm_rows(const LayerNormRows<float>& a);
-void layer_norm_rows(const LayerNormRows<double>& a);
-void layer_norm_backward_rows(const LayerNormGrads<float>& a);
-void layer_norm_backward_rows(const LayerNormGrads<double>& a);
+ADCUDA_LAYER_NORM_LOOPS(float)
+ADCUDA_LAYER_NORM_LOOPS(double)
 }  // namespace avx2
+#undef ADCUDA_LAYER_NORM_LOOPS
 
 #ifdef ADCUDA_HOST_ISA
 namespace ADCUDA_HOST_ISA {
