@@ -152,6 +152,11 @@ CALLS = [
     "F.rrelu(x, training=True)",
     "F.rrelu(x64, 0.1, 0.9, True)",
     "F.rrelu(big.normal_(), training=True)",
+    # the views' pieces, joined to compare (tests/test_view_lane.py compares the pieces themselves)
+    "t.cat(big.chunk(3, 1), 1)",
+    "t.cat(t.chunk(x64, 5), 0)",
+    "t.stack(t.unbind(big, 1), 1)",
+    "t.stack(x.unbind(), 0)",
 ]
 
 
