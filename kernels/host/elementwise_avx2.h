@@ -4,11 +4,17 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
 namespace adcuda::host {
 
 // Whether this build has the AVX2 loops and this CPU runs them (AVX2 and FMA).
 bool cpu_has_avx2();
+
+// Which build of a loop built twice (baseline and AVX2: optim_loops.h, layer_norm_loops.h) ``who`` runs:
+// the AVX2 one where the CPU has it, unless ``wanted`` says which (a test's way to run both); wanting AVX2
+// where it is not raises std::runtime_error. (Defined in elementwise.cpp, baseline code.)
+bool choose_avx2(const char* who, std::optional<bool> wanted);
 
 // gelu_tanh over n float32 values: GeluTanh of functors.cuh, eight lanes at a time. ``inner`` (may be null)
 // receives tanh's argument for each x, the value the backward below may read instead of computing it.
