@@ -25,7 +25,8 @@ that is the step's time on an idle machine.
 another checkout) as a third contender: before/after ratios from one run; ``--rounds N`` runs the
 contenders N times in turn and keeps each case's best.
 
-    python benchmarks/bench_programs.py [--quick] [--threads N] [--rounds N] [--before PYTHON] [--json out.json]
+    python benchmarks/bench_programs.py [--quick] [--threads N] [--rounds N] [--before PYTHON] [--cases NAME,...]
+        [--json out.json]
 """
 
 import os
@@ -335,13 +336,21 @@ def _word_lm_step(lib):
 
 
 def _cases(lib):
+    """The selected cases' steps (``BENCH_CASES``: comma-separated words that the case names start
+    with, case-blind; all when unset, ``--cases`` sets it for every contender's process)."""
+    builders = {
+        GPT_CASE: _gpt_step,
+        LSTM_CASE: _lstm_step,
+        LENET_CASE: _lenet_step,
+        RESNET_CASE: _resnet_step,
+        DCGAN_CASE: _dcgan_step,
+        WORD_LM_CASE: _word_lm_step,
+    }
+    words = [w.strip().lower() for w in os.environ.get("BENCH_CASES", "").split(",") if w.strip()]
     return {
-        GPT_CASE: _gpt_step(lib),
-        LSTM_CASE: _lstm_step(lib),
-        LENET_CASE: _lenet_step(lib),
-        RESNET_CASE: _resnet_step(lib),
-        DCGAN_CASE: _dcgan_step(lib),
-        WORD_LM_CASE: _word_lm_step(lib),
+        name: build(lib)
+        for name, build in builders.items()
+        if not words or any(name.lower().startswith(w) for w in words)
     }
 
 
@@ -361,7 +370,10 @@ def main():
     parser = suite_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=1, help="runs per contender, taking turns; the best counts")
     parser.add_argument("--before", metavar="PYTHON", help="also time the adcuda this interpreter imports")
+    parser.add_argument("--cases", metavar="NAME,...", help="only the cases whose names start so (e.g. dcgan,cifar)")
     args = parse_suite_args(parser)
+    if args.cases:
+        os.environ["BENCH_CASES"] = args.cases
     results, load = run_contenders_under_load(
         os.path.abspath(__file__),
         ["adcuda", "torch"],

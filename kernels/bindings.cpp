@@ -28,6 +28,7 @@ void bind_elementwise(py::module_& m);  // kernels/host/elementwise.cpp
 void bind_norm(py::module_& m);         // kernels/host/norm.cpp
 void bind_optim(py::module_& m);        // kernels/host/optim.cpp
 void bind_pooling(py::module_& m);      // kernels/host/pooling.cpp
+void bind_recurrent(py::module_& m);    // kernels/host/recurrent.cpp
 void bind_random(py::module_& m);       // kernels/host/random.cpp
 void bind_reduce(py::module_& m);       // kernels/host/reduce.cpp
 void bind_softmax_loss(py::module_& m);  // kernels/host/softmax_loss.cpp
@@ -215,6 +216,7 @@ PYBIND11_MODULE(_C, m) {
   adcuda::host::bind_norm(m);
   adcuda::host::bind_optim(m);
   adcuda::host::bind_pooling(m);
+  adcuda::host::bind_recurrent(m);
   adcuda::host::bind_random(m);
   adcuda::host::bind_reduce(m);
   adcuda::host::bind_softmax_loss(m);

@@ -2276,6 +2276,8 @@ def _trait_samples():
     float32 = dt.float32
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     b = np.ones((3, 4), np.float32)
+    q, k, v = (np.linspace(-1, 1, 24, dtype=np.float32).reshape(1, 2, 3, 4) * s for s in (1.0, 0.5, 2.0))
+    out, lse = cpu.attention(q, k, v, None, True, 0.5)
     return {
         "binary": ((a, b), lambda a, b: cpu.binary("add", a, b, float32)),
         "unary": ((a,), lambda a: cpu.unary("exp", a)),
@@ -2294,6 +2296,10 @@ def _trait_samples():
         "permute": ((a,), lambda a: cpu.permute(a, (1, 0))),
         "expand": ((a[:1],), lambda a: cpu.expand(a, (3, 4))),
         "slice": ((a,), lambda a: cpu.slice(a, (slice(0, 2),))),
+        "attention_backward": (
+            (v - q, q, k, v, out, lse),
+            lambda *arrays: cpu.attention_backward(*arrays, None, True, 0.5),
+        ),
     }
 
 

@@ -676,6 +676,11 @@ def test_compiled_backwards_read_what_their_forwards_kept():
     for step in attention:
         makers = {steps[program.trace.producer[a.n]].name for a in step.args[:4] if hasattr(a, "n")}
         assert makers and "contiguous" not in makers, makers
+    # the forward writes its output into the buffer of the heads' row-major copy, which its backward
+    # then reads as the output (through the permutation), the copy left out
+    (forward,) = [i for i, s in enumerate(steps) if getattr(s, "name", "") == "attention"]
+    assert forward in program.into
+    assert "no copy: attention wrote its result there" in text
     # and the gradients they made are eager's, bit for bit
     compiled = adcuda.compile(f, fullgraph=True)
     grads = []
@@ -703,6 +708,34 @@ def test_attention_without_a_backward_writes_its_output_into_the_copys_buffer():
     assert any(np.shares_memory(program.into[step], buffer) for buffer in program.buffer_arrays)
     text = str(program)
     assert "no copy: attention wrote its result there" in text and "left out: attention wrote its result there" in text
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_attention_output_its_backward_reads_shares_the_copys_buffer_only_while_nothing_writes_it(write):
+    qkv, out = adcuda.nn.Linear(8, 24), adcuda.nn.Linear(8, 3)
+    params = [*qkv.parameters(), *out.parameters()]
+
+    def f(x):
+        q, k, v = qkv(x).reshape(2, 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(2, 5, 8)
+        if write:
+            y.mul_(2.0)  # the copy written in place: the backward must still read the output eager saved
+        (out(y) ** 2).sum().backward()
+        return y.detach() * 1.0
+
+    for p in params:
+        p.grad = None
+    program = _compiled_against_eager(f, adcuda.randn(2, 5, 8))
+    forward = [i for i, s in enumerate(program.trace.steps) if getattr(s, "name", "") == "attention"]
+    assert (forward[0] in program.into) is not write
+    compiled = adcuda.compile(f, fullgraph=True)
+    grads = []
+    for fn in (f, compiled, compiled):
+        for p in params:
+            p.grad = None
+        fn(adcuda.ones(2, 5, 8))
+        grads.append([p.grad.numpy().tobytes() for p in params])
+    assert grads[0] == grads[1] == grads[2]
 
 
 def test_a_copy_that_something_else_reads_too_is_made():

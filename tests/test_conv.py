@@ -258,6 +258,66 @@ def test_conv2d_in_blocks_of_samples_matches_pytorch(
     _compare(F.conv_transpose2d(x, w, **kw), torch.nn.functional.conv_transpose2d(tx, tw, **kw), [(x, tx), (w, tw)])
 
 
+# strided layers with groups 1 and short rows: the last entry is a DCGAN's 4x4 stride-2 layer in small
+CHANNELS_LAST = [
+    ((3, 5, 9, 8), (4, 5, 4, 3), dict(stride=(2, 3), padding=1)),
+    ((2, 3, 7, 9), (2, 3, 3, 2), dict(stride=(3, 2), padding=(2, 0), dilation=(2, 3))),
+    ((4, 6, 8, 8), (5, 6, 4, 4), dict(stride=2, padding=1)),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("block_bytes", [1, 1 << 20], ids=["sample-blocks", "one-block"])
+@pytest.mark.parametrize("x_shape,w_shape,kw", CHANNELS_LAST, ids=_ids(CHANNELS_LAST))
+def test_conv2d_by_channels_last_columns_matches_pytorch(monkeypatch, block_bytes, x_shape, w_shape, kw):
+    # the native module's channels-last columns (forward, both gradients; conv_transpose2d's too),
+    # taken here for any channel count: watched, so that the test fails if the route is not taken
+    from adcuda.backends.cpu import convolution
+
+    native = convolution._NATIVE
+    if native is None:
+        pytest.skip("the native module is not built")
+    calls = []
+
+    class Watched:
+        def __getattr__(self, name):
+            if name == "cpu_channels_last_columns":
+                calls.append(name)
+            return getattr(native, name)
+
+    monkeypatch.setattr(convolution, "_NATIVE", Watched())
+    monkeypatch.setattr(convolution, "_CHANNELS_LAST_DEPTH", 1)
+    monkeypatch.setattr(convolution, "_BLOCK_BYTES", block_bytes)
+    (x, tx), (w, tw) = _both(x_shape), _both(w_shape)
+    _compare(F.conv2d(x, w, **kw), torch.nn.functional.conv2d(tx, tw, **kw), [(x, tx), (w, tw)])
+    assert len(calls) >= 3  # the forward, the data's and the weight's gradients
+    (x, tx), (w, tw) = _both(x_shape), _both((w_shape[1], *w_shape[1:]))
+    _compare(F.conv_transpose2d(x, w, **kw), torch.nn.functional.conv_transpose2d(tx, tw, **kw), [(x, tx), (w, tw)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_channels_last_columns_are_the_columns_reordered(dtype):
+    # the same windows as cpu_im2col's, each a row with the taps outermost; col2im adds them back alike
+    from adcuda.backends.cpu import convolution
+
+    native = convolution._NATIVE
+    if native is None:
+        pytest.skip("the native module is not built")
+    x = RNG.standard_normal((3, 4, 9, 8)).astype(dtype)
+    window = ((3, 2), (4, 3), (2, 3), (1, 1), (2, 1))  # kernel, output size, stride, padding, dilation
+    cols = np.full((4 * 6, 2, 12), np.nan, dtype)
+    native.cpu_im2col(x, cols, *window, 1)
+    last = np.full((2, 12, 6 * 4), np.nan, dtype)
+    native.cpu_channels_last_columns(x, last, *window, 1, True)
+    reordered = last.reshape(2, 12, 6, 4).transpose(3, 2, 0, 1).reshape(24, 2, 12)
+    np.testing.assert_array_equal(reordered, cols)
+    dx, dx_last = np.zeros_like(x), np.full_like(x, np.nan)
+    native.cpu_col2im(cols, dx[1:], *window)
+    native.cpu_channels_last_columns(dx_last, last, *window, 1, False)
+    np.testing.assert_allclose(dx_last[1:], dx[1:], rtol=1e-6 if dtype == np.float32 else 1e-12)
+    assert np.isnan(dx_last[0]).all()  # only samples 1 and 2 are written
+
+
 def test_native_gathers_reject_arrays_that_do_not_fit():
     from adcuda.backends.cpu import convolution
 
@@ -274,6 +334,12 @@ def test_native_gathers_reject_arrays_that_do_not_fit():
         native.cpu_im2col(x, np.zeros((27, 2, 9), np.float64), *window, 0)
     with pytest.raises(ValueError, match="cpu_col2im"):
         native.cpu_col2im(np.zeros((27, 2, 9), np.float32), np.zeros((2, 3, 5, 5), np.float32)[:, :, ::2], *window)
+    with pytest.raises(ValueError, match="cpu_channels_last_columns"):  # (m, Ho*Wo, kh*kw*C): 27 last
+        native.cpu_channels_last_columns(x, np.zeros((2, 27, 9), np.float32), *window, 0, True)
+    with pytest.raises(ValueError, match="cpu_channels_last_columns"):
+        native.cpu_channels_last_columns(x, np.zeros((2, 9, 27), np.float32), *window, 1, True)
+    with pytest.raises(ValueError, match="cpu_channels_last_columns"):
+        native.cpu_channels_last_columns(x, np.zeros((2, 9, 27), np.float32)[:, ::2], *window, 0, False)
     rows = np.zeros((1, 3, 4, 2, 20), np.float32)  # (G, kh, Og, m, span): 3 kernel rows of 20 columns
     with pytest.raises(ValueError, match="cpu_add_row_shifts"):
         native.cpu_add_row_shifts(rows, np.zeros((2, 4, 16), np.float32), 3)  # 2 * 3 + 16 > 20

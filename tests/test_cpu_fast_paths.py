@@ -485,3 +485,64 @@ def test_native_row_variance_equals_the_numpy_path(monkeypatch, dtype):
     for got, ref in zip(runs[True], runs[False]):
         assert got.dtype == ref.dtype and got.shape == ref.shape
         np.testing.assert_allclose(got, ref, rtol=1e-6 if dtype is np.float32 else 1e-13, atol=0)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("sgd", 0.0, 0.0, False, 0.0, False),
+        ("sgd", 0.9, 0.1, True, 1e-2, True),
+        ("sgd", 0.9, 0.1, False, 1e-2, False),
+        ("sgd", 0.8, 0.0, True, 0.0, False),
+        ("adam", True, 0.01, False),
+        ("adam", False, 0.1, True),
+        ("adam", False, 0.0, False),
+    ],
+)
+def test_native_steps_baseline_and_avx2_builds_agree_bit_for_bit(options):
+    """kernels/host/optim_loops.h built twice (baseline x86-64 and AVX2, chosen at run time): both builds
+    give the same numbers, NaN included, on every length (tails of the vector loops); the default build is
+    the one checked against NumPy above. Where the CPU has no AVX2, asking for it raises."""
+    from adcuda._native import _C
+
+    rng = np.random.default_rng(4)
+    shapes = [(5, 3), (7,), (), (65, 64), (0,), (1003,)]
+    state = _optimizer_state(rng, shapes, 5)
+    state[1][1][3] = np.nan
+    state[3], state[4] = ([np.array(np.abs(a)) for a in arrays] for arrays in state[3:])
+
+    def run(avx2):
+        p, g, m, v, vmax = ([a.copy() for a in arrays] for arrays in state)
+        for step in range(3):
+            if options[0] == "sgd":
+                momentum, dampening, nesterov, decay, first = options[1:]
+                _C.cpu_sgd_step_(p, g, m, 0.05, momentum, dampening, nesterov, decay, first and step == 0, avx2=avx2)
+            else:
+                decoupled, decay, amsgrad = options[1:]
+                correction = float(np.sqrt(1 - 0.99 ** (step + 1)))
+                _C.cpu_adam_step_(
+                    p,
+                    g,
+                    m,
+                    v,
+                    vmax if amsgrad else None,
+                    1e-2,
+                    0.9,
+                    0.99,
+                    1e-8,
+                    decay,
+                    decoupled,
+                    correction,
+                    0.1,
+                    avx2=avx2,
+                )
+        return p + m + v + vmax
+
+    baseline = run(False)
+    assert not np.array_equal(baseline[3], state[0][3])
+    if not _C.host_has_avx2():
+        with pytest.raises(RuntimeError, match="no AVX2"):
+            run(True)
+        return
+    for a, b in zip(run(True), baseline):
+        assert a.tobytes() == b.tobytes()

@@ -561,3 +561,71 @@ def test_batch_norm_float32_with_an_offset_mean_matches_pytorch(affine):
     yt.backward(torch.tensor(g))
     for a, t in zip(ours, theirs) if affine else [(ours[0], theirs[0])]:
         np.testing.assert_allclose(value(a.grad), t.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("reverse,batch_first", [(False, False), (True, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_lstm_steps_equal_the_numpy_loops(monkeypatch, dtype, reverse, batch_first):
+    # kernels/host/recurrent.cpp's steps against the NumPy loops they replace: the backward's steps and
+    # factors make the same operations in the same order (bit for bit), the forward's (float32, AVX2)
+    # differs by its tanh
+    from adcuda.backends.cpu import recurrent
+
+    native_forward, native_backward = recurrent._NATIVE_STEP, recurrent._NATIVE_STEP_BACKWARD
+    if native_backward is None:
+        pytest.skip("the native module is not built")
+    r = rng(3)
+    t, b, f, h = 5, 3, 4, 6
+    x = r.standard_normal((b, t, f) if batch_first else (t, b, f)).astype(dtype)
+    h0, c0 = (r.standard_normal((b, h)).astype(dtype) for _ in range(2))
+    w_ih, w_hh = (r.standard_normal((4 * h, n)).astype(dtype) for n in (f, h))
+    b_ih, b_hh = (r.standard_normal(4 * h).astype(dtype) for _ in range(2))
+    grad = r.standard_normal((t * b + 2 * b, h)).astype(dtype)
+
+    def forward():
+        return recurrent.lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, reverse, batch_first)
+
+    def backward(saved):
+        return recurrent.lstm_layer_backward(
+            grad, x, h0, c0, w_ih, w_hh, *saved, reverse, batch_first, True, True, True
+        )
+
+    calls = []
+
+    def watched(step):
+        return lambda *args: (calls.append(1), step(*args))[1]
+
+    monkeypatch.setattr(recurrent, "_NATIVE_STEP_BACKWARD", watched(native_backward))
+    monkeypatch.setattr(recurrent, "_NATIVE_FACTORS", watched(recurrent._NATIVE_FACTORS))
+    if native_forward is not None:
+        monkeypatch.setattr(recurrent, "_NATIVE_STEP", watched(native_forward))
+    saved = forward()
+    grads = backward(saved)
+    forward_native = native_forward is not None and dtype == np.float32
+    assert len(calls) == t * (2 if forward_native else 1) + 1  # every step and the factors natively
+    for name in ("_NATIVE_STEP", "_NATIVE_STEP_BACKWARD", "_NATIVE_FACTORS"):
+        monkeypatch.setattr(recurrent, name, None)
+    for ours, theirs in zip(saved, forward()):
+        if forward_native:
+            np.testing.assert_allclose(ours, theirs, rtol=2e-6, atol=2e-6)
+        else:
+            np.testing.assert_array_equal(ours, theirs)
+    for ours, theirs in zip(grads, backward(saved)):  # the NumPy backward from the same saved arrays
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_native_lstm_steps_reject_arrays_that_do_not_fit():
+    from adcuda.backends.cpu import recurrent
+
+    if recurrent._NATIVE_STEP_BACKWARD is None:
+        pytest.skip("the native module is not built")
+    rows = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match="cpu_lstm_step_backward"):  # gates and d_z must be (B, 4H)
+        recurrent._NATIVE_STEP_BACKWARD(rows, rows, rows, rows, rows, rows)
+    gates = np.zeros((4, 12), np.float32)
+    with pytest.raises(ValueError, match="cpu_lstm_backward_factors"):  # cs's 3 rows: not whole steps of 2
+        recurrent._NATIVE_FACTORS(gates[:3], np.zeros((3, 3), np.float32), rows, rows, False, gates, rows)
+    if recurrent._NATIVE_STEP is not None:
+        gates, four = np.zeros((2, 12), np.float32), np.zeros(12, np.float32)
+        with pytest.raises(ValueError, match="cpu_lstm_step"):  # h is (2, 2), not (B, H)
+            recurrent._NATIVE_STEP(gates, gates, rows, four, four, rows, rows, np.zeros((2, 2), np.float32))

@@ -39,16 +39,20 @@ def test_a_row_of_only_minus_infinity_is_nan(monkeypatch):
     np.testing.assert_array_equal(native[1], [1.0, 0.0])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
-@pytest.mark.parametrize("weighted", [False, True])
-def test_classifier_loss_matches_numpy(monkeypatch, dtype, label_smoothing, weighted):
-    rng = np.random.default_rng(1)
+def _classifier_case(rng, dtype, weighted):
+    """(logits, target, weight) of 6 rows and 8 classes: a NaN logit, a row of -inf, row 1 ignored (-100)."""
     logits = rng.standard_normal((6, 8)).astype(dtype)
     logits[2, 3], logits[4] = np.nan, -np.inf
     target = rng.integers(0, 8, 6)
     target[1] = -100
-    weight = rng.random(8).astype(dtype) if weighted else None
+    return logits, target, rng.random(8).astype(dtype) if weighted else None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_classifier_loss_matches_numpy(monkeypatch, dtype, label_smoothing, weighted):
+    logits, target, weight = _classifier_case(np.random.default_rng(1), dtype, weighted)
     native, reference = _both(
         monkeypatch, cpu_softmax_loss.classifier_loss, logits, target, weight, -100, label_smoothing
     )
@@ -114,3 +118,35 @@ def test_multi_margin_loss_matches_numpy(monkeypatch, dtype, reduction, p, weigh
 def test_the_class_losses_name_a_target_out_of_range(fn, args):
     with pytest.raises(IndexOutOfRangeError, match=r"target (3|-1) is out of bounds for 3 classes"):
         fn(np.zeros((2, 3), np.float32), *args)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_classifier_loss_backward_matches_numpy(monkeypatch, dtype, label_smoothing, weighted):
+    """The host module's one-pass backward (kernels/host/softmax_loss.cpp) against the NumPy path: a NaN
+    logit, a row of -inf, an ignored row (0 even with an infinite row gradient), class weights, smoothing."""
+    rng = np.random.default_rng(2)
+    logits, target, weight = _classifier_case(rng, dtype, weighted)
+    _, stats = cpu_softmax_loss.classifier_loss(logits, target, weight, -100, label_smoothing)
+    g_rows = rng.standard_normal(6).astype(dtype)
+    g_rows[1] = np.inf
+    calls = []
+    real = cpu_softmax_loss._NATIVE.cpu_classifier_loss_backward
+    spy = type("Spy", (), {"cpu_classifier_loss_backward": lambda *a: calls.append(a) or real(*a)})
+    monkeypatch.setattr(cpu_softmax_loss, "_NATIVE", spy)
+    native = cpu_softmax_loss.classifier_loss_backward(logits, stats, target, weight, g_rows, -100, label_smoothing)
+    assert len(calls) == 1
+    monkeypatch.setattr(cpu_softmax_loss, "_NATIVE", None)
+    reference = cpu_softmax_loss.classifier_loss_backward(logits, stats, target, weight, g_rows, -100, label_smoothing)
+    _close(native, reference, dtype)
+    assert (native[1] == 0).all()
+
+
+def test_classifier_loss_backward_names_a_target_out_of_range():
+    logits = np.zeros((2, 3), np.float32)
+    stats = np.zeros((2, 2), np.float32)
+    with pytest.raises(IndexOutOfRangeError, match="classifier_loss_backward"):
+        cpu_softmax_loss.classifier_loss_backward(
+            logits, stats, np.array([0, 3]), None, np.ones(2, np.float32), -100, 0.0
+        )

@@ -889,7 +889,9 @@ def attention(
     """(scaled_dot_product_attention checks the shapes and dtypes.)"""
 
 
-@primitive(cpu_replay_keywords=("probs", "into"))
+# (pure: its dropout mask is drawn again from the seed and offset it is given, and ``into`` is where its
+# results go, not an operand it writes)
+@primitive(pure=True, cpu_replay_keywords=("probs", "into"))
 def attention_backward(
     g: BackendArray,
     q: BackendArray,

@@ -652,6 +652,7 @@ class Program:
         into, direct = {}, {}
         steps, layout, producer = self.trace.steps, self.layout, self.trace.producer
         readers = self._readers(live=True)
+        escaping = set(self.trace.handed_over) | set(self.output_values())
 
         def free(b, value, start, end):
             """Whether buffer ``b`` holds no value but ``value`` at any step from ``start`` to ``end``."""
@@ -659,19 +660,32 @@ class Program:
                 m == value or producer[m] > end or self.death[m] < start for m, c in self.buffer_of.items() if c == b
             )
 
-        def permuted_copy(r):
-            """(the permute, the copy, the copy's result, the permutation) where only a permute reads result
-            ``r`` and only a row-major copy (a replay kernel) reads that, or None. (Only for float32 and
-            float64 results, which attention computes in their own dtype: its ``into`` takes those.)"""
-            if r is None or layout.owner[r] != r or len(readers.get(r, ())) != 2 or layout.dtype[r] not in _FLOATS:
+        def permuted_copy(r, others=False):
+            """(the permute, the copy, the copy's result, the permutation) where a permute reads result
+            ``r`` and only a row-major copy (a replay kernel) reads that, or None; nothing else reads
+            ``r``, but with ``others`` calls of pure primitives that read ``r`` itself (no view of it) and
+            write none of their operands (the forward's output its backward reads), which then read the
+            copy's buffer through the permutation: the same numbers. (Only for float32 and float64
+            results, which attention computes in their own dtype: its ``into`` takes those.)"""
+            if r is None or layout.owner[r] != r or layout.dtype[r] not in _FLOATS or r in escaping:
                 return None
-            p, c = sorted(readers[r])
+            found = sorted(readers.get(r, ()))  # (the steps that read r or a view of it)
+            permutes = [j for j in found if steps[j].__class__ is Call and steps[j].name == "permute"]
+            if len(permutes) != 1 or _number(steps[permutes[0]].args[0]) != r:
+                return None
+            p = permutes[0]
+            permuted = steps[p].results[0]
+            copies = [j for j in found if j != p and _reads_value(steps[j], permuted)]
+            if len(copies) != 1:
+                return None
+            c = copies[0]
+            rest = [j for j in found if j not in (p, c)]
+            if rest and not (others and all(_reads_only(steps[j], r, layout) for j in rest)):
+                return None
             permute, copy = steps[p], steps[c]
-            if permute.__class__ is not Call or permute.name != "permute" or _number(permute.args[0]) != r:
-                return None
             if copy.__class__ is not Call or copy.name != "contiguous" or c not in self.kernels:
                 return None
-            if _number(copy.args[0]) != permute.results[0] or layout.owner[copy.results[0]] != copy.results[0]:
+            if _number(copy.args[0]) != permuted or layout.owner[copy.results[0]] != copy.results[0]:
                 return None
             return p, c, copy.results[0], np.argsort(permute.args[1])
 
@@ -710,9 +724,18 @@ class Program:
             if step.__class__ is not Call or step.kwargs or i in self.dead:
                 continue
             if step.name == "attention":
-                found = permuted_copy(step.results[0])
+                found = permuted_copy(step.results[0], others=True)
                 b = None if found is None else self.buffer_of.get(found[2])
-                if b is None or not free(b, found[2], i, found[1]):
+                if b is None:
+                    continue
+                # the buffer holds the output from attention's step to its last reader's, and nothing writes
+                # the copy (or the output) in place before then: the copy and the output are one array now
+                end = max(found[1], self.death[step.results[0]])
+                if not free(b, found[2], i, end):
+                    continue
+                if end > found[1] and (
+                    self._written(found[2], found[1] + 1, end + 1) or self._written(step.results[0], i + 1, end + 1)
+                ):
                     continue
                 p, c, _, inverse = found
                 dest = self.buffer_arrays[b].transpose(inverse)
@@ -815,18 +838,24 @@ class Program:
         owner = owner_of[sources[0]]
         if sources[0] != sources[1] or owner < 0 or owner in self.trace.handed_over:
             return False
-        for between in range(reads[0] + 1, reads[1]):
+        return not self._written(owner, reads[0] + 1, reads[1])
+
+    def _written(self, owner, start, end):
+        """Whether a step from ``start`` to ``end`` (excluded) may write the memory of owning array
+        ``owner``: a host step handed it (which may write what it is handed), or an in-place primitive."""
+        steps, producer, owner_of = self.trace.steps, self.trace.producer, self.layout.owner
+        for between in range(start, end):
             step = steps[between]
             if step.__class__ is HostStep:
                 refs = []
                 _walk(_arguments_of(step), refs.append)
                 if any(r.__class__ is TensorArg and owner_of[r.value] == owner for r in refs):
-                    return False  # a host step may write what it is handed
+                    return True
             elif step.__class__ is Call and step.name not in _HANDS_BACK:
                 for n in step.results:
                     if n is not None and producer[n] != between and owner_of[n] == owner:
-                        return False  # an in-place primitive's result: it wrote the source
-        return True
+                        return True  # an in-place primitive's result: it wrote its operand
+        return False
 
     def _dying_operand(self, i, step, positions, n, buffer_of, outlives):
         """(an operand of call ``i`` whose memory its result ``n`` may take, that memory's buffer or None
@@ -1214,6 +1243,28 @@ def _is_same_dtype_copy(step, layout, n):
     """Whether call ``step`` (an ``astype``) copies a trace array into the dtype it already has."""
     a = step.args[0] if step.args else None
     return a.__class__ is Value and layout.dtype[a.n] == layout.dtype[n]
+
+
+def _reads_value(step, n):
+    """Whether ``step`` takes value ``n`` itself among its arguments."""
+    refs = []
+    _walk(_arguments_of(step), refs.append)
+    return any(ref.__class__ is Value and ref.n == n for ref in refs)
+
+
+def _reads_only(step, n, layout):
+    """Whether ``step`` is a call of a pure primitive (no view: it writes none of its operands and returns
+    none of them) that reads value ``n`` itself and no other view of ``n``'s memory."""
+    if step.__class__ is not Call or step.name not in _PURE or step.name in _VIEWS or step.name in _HANDS_BACK:
+        return False
+    refs = []
+    _walk(_arguments_of(step), refs.append)
+    owner = layout.owner[n]
+    for ref in refs:
+        m = ref.n if ref.__class__ is Value else ref.value if ref.__class__ is TensorArg else None
+        if m is not None and m != n and layout.owner[m] == owner:
+            return False
+    return _reads_value(step, n)
 
 
 def _number(ref):

@@ -165,6 +165,70 @@ void col2im_by_table(const T* cols, const Index cs[3], T* dx, const Window& g, I
     }
 }
 
+// Channels-last columns, for strided layers of many channels (adcuda/backends/cpu/convolution.py,
+// _channels_last): cols (m, Ho*Wo, kh*kw*C) <- the windows of samples n0 .. n0 + m of x (N, C, H, W),
+// each tap a run of C channels copied from one sample made channels-last (H, W, C) first. The gathers
+// above move a stride-2 layer's columns one value at a time (rows of 4-8 outputs, each read at a
+// stride); here every copy is a contiguous run of C values: 2-3x faster at a DCGAN's 4x4 layers.
+template <typename T>
+void channels_last(const T* src, T* hwc, Index c, Index plane) {
+  // written in order, read from C sequential streams (writing C streams instead spills the plane
+  // out of L1 between the passes)
+  for (Index p = 0; p < plane; ++p)
+    for (Index k = 0; k < c; ++k) hwc[p * c + k] = src[k * plane + p];
+}
+
+template <typename T>
+void im2col_channels_last(const T* x, T* cols, const Window& g, Index n0, Index m) {
+  const Index plane = g.h * g.w, run = g.kh * g.kw * g.c;
+  std::vector<T> hwc(static_cast<std::size_t>(plane * g.c));
+  for (Index n = 0; n < m; ++n) {
+    channels_last(x + (n0 + n) * g.c * plane, hwc.data(), g.c, plane);
+    T* dst = cols + n * g.ho * g.wo * run;
+    for (Index y = 0; y < g.ho; ++y)
+      for (Index q = 0; q < g.wo; ++q, dst += run)
+        for (Index i = 0; i < g.kh; ++i) {
+          const Index row = y * g.sh + i * g.dh - g.ph;
+          for (Index j = 0; j < g.kw; ++j) {
+            const Index col = q * g.sw + j * g.dw - g.pw;
+            T* out = dst + (i * g.kw + j) * g.c;
+            if (row < 0 || row >= g.h || col < 0 || col >= g.w)
+              std::fill(out, out + g.c, T(0));
+            else
+              std::copy_n(hwc.data() + (row * g.w + col) * g.c, g.c, out);
+          }
+        }
+  }
+}
+
+// dx[n0 .. n0 + m] (N, C, H, W) <- the channels-last columns cols (m, Ho*Wo, kh*kw*C) added back where
+// im2col_channels_last read them (padding dropped), one sample at a time in a channels-last plane.
+template <typename T>
+void col2im_channels_last(const T* cols, T* dx, const Window& g, Index n0, Index m) {
+  const Index plane = g.h * g.w, run = g.kh * g.kw * g.c;
+  std::vector<T> hwc(static_cast<std::size_t>(plane * g.c));
+  for (Index n = 0; n < m; ++n) {
+    std::fill(hwc.begin(), hwc.end(), T(0));
+    const T* src = cols + n * g.ho * g.wo * run;
+    for (Index y = 0; y < g.ho; ++y)
+      for (Index q = 0; q < g.wo; ++q, src += run)
+        for (Index i = 0; i < g.kh; ++i) {
+          const Index row = y * g.sh + i * g.dh - g.ph;
+          if (row < 0 || row >= g.h) continue;
+          for (Index j = 0; j < g.kw; ++j) {
+            const Index col = q * g.sw + j * g.dw - g.pw;
+            if (col < 0 || col >= g.w) continue;
+            T* out = hwc.data() + (row * g.w + col) * g.c;
+            const T* in = src + (i * g.kw + j) * g.c;
+            for (Index k = 0; k < g.c; ++k) out[k] += in[k];
+          }
+        }
+    T* dst = dx + (n0 + n) * g.c * plane;
+    for (Index k = 0; k < g.c; ++k)
+      for (Index p = 0; p < plane; ++p) dst[k * plane + p] = hwc[p * g.c + k];
+  }
+}
+
 Window window(Index c, Index h, Index w, py::tuple kernel, py::tuple out, py::tuple stride, py::tuple padding,
               py::tuple dilation) {
   auto at = [](const py::tuple& t, int k) { return t[k].cast<Index>(); };
@@ -233,6 +297,28 @@ void col2im_checked(const py::array& cols_any, py::array& dx_any, const Window& 
     col2im_by_table(src, cs, dst, g, n);
   else
     col2im(src, cs, dst, g, n);
+}
+
+// The channels-last gathers (both ways): x (N, C, H, W) and cols (m, Ho*Wo, kh*kw*C), both contiguous;
+// to_cols: im2col (x read, cols written), else col2im (cols read, x's samples n0 .. n0 + m written).
+template <typename T>
+void channels_last_checked(py::array& x_any, py::array& cols_any, const Window& g, Index n0, bool to_cols) {
+  py::array& written = to_cols ? cols_any : x_any;
+  if (!(x_any.flags() & py::array::c_style) || !(cols_any.flags() & py::array::c_style) || !written.writeable())
+    throw std::invalid_argument("cpu_channels_last_columns: x and cols must be C-contiguous, the output writeable");
+  auto x = py::reinterpret_borrow<py::array_t<T>>(x_any);
+  auto cols = py::reinterpret_borrow<py::array_t<T>>(cols_any);
+  const Index m = cols.ndim() == 3 ? cols.shape(0) : -1;
+  if (x.ndim() != 4 || x.shape(1) != g.c || cols.ndim() != 3 || cols.shape(1) != g.ho * g.wo ||
+      cols.shape(2) != g.c * g.kh * g.kw || n0 < 0 || n0 + m > x.shape(0))
+    throw std::invalid_argument("cpu_channels_last_columns: the shapes of x and cols do not fit the window");
+  T* xs = x.mutable_data();
+  T* cs = cols.mutable_data();
+  py::gil_scoped_release release;
+  if (to_cols)
+    im2col_channels_last<T>(xs, cs, g, n0, m);
+  else
+    col2im_channels_last<T>(cs, xs, g, n0, m);
 }
 
 // The tap table's offsets are 32-bit: planes below 2^31 values (larger ones take the row loops).
@@ -328,6 +414,24 @@ void bind_convolution(py::module_& m) {
       py::arg("dilation"), py::arg("by_table") = false,
       "dx (N, C, H, W) += the columns cols (C*kh*kw, N, Ho*Wo), any strides, added back; by_table: through a "
       "table of offsets (for short output rows).");
+  m.def(
+      "cpu_channels_last_columns",
+      [](py::array& x, py::array& cols, py::tuple kernel, py::tuple out, py::tuple stride, py::tuple padding,
+         py::tuple dilation, Index n0, bool to_cols) {
+        bool is_double = false;
+        if (x.ndim() != 4 || !same_float_dtype(x, cols, is_double))
+          throw std::invalid_argument(
+              "cpu_channels_last_columns: x (N, C, H, W) and cols must be both float32 or both float64");
+        const Window g = window(x.shape(1), x.shape(2), x.shape(3), kernel, out, stride, padding, dilation);
+        if (is_double)
+          channels_last_checked<double>(x, cols, g, n0, to_cols);
+        else
+          channels_last_checked<float>(x, cols, g, n0, to_cols);
+      },
+      py::arg("x"), py::arg("cols"), py::arg("kernel"), py::arg("out"), py::arg("stride"), py::arg("padding"),
+      py::arg("dilation"), py::arg("n0"), py::arg("to_cols"),
+      "to_cols: cols (m, Ho*Wo, kh*kw*C) <- the zero-padded windows of samples n0 .. n0+m of x (N, C, H, W), "
+      "channels last; else x[n0 : n0+m] <- such columns added back (col2im).");
   m.def(
       "cpu_add_row_shifts",
       [](const py::array& rows, py::array& out, Index shift) {

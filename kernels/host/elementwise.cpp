@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -22,6 +23,13 @@
 namespace py = pybind11;
 
 namespace adcuda::host {
+
+bool choose_avx2(const char* who, std::optional<bool> wanted) {
+  if (!wanted) return cpu_has_avx2();
+  if (*wanted && !cpu_has_avx2()) throw std::runtime_error(std::string(who) + ": this CPU or build has no AVX2 and FMA");
+  return *wanted;
+}
+
 namespace {
 
 // The unary table's kinds (elementwise_table.py): the bitwise and logical ops take no floating arrays.
@@ -182,9 +190,7 @@ float* kept_inner(const py::object& inner, py::ssize_t n, const char* who) {
   return array.mutable_data();
 }
 
-void require_avx2(const char* who) {
-  if (!cpu_has_avx2()) throw std::runtime_error(std::string(who) + ": this CPU or build has no AVX2 and FMA");
-}
+void require_avx2(const char* who) { choose_avx2(who, true); }
 
 void host_gelu_tanh(const Floats& x, Floats& out, const py::object& inner) {
   require_avx2("host_gelu_tanh");

@@ -174,6 +174,12 @@ void gelu_backward_avx2(const float* x, const float* g, float* out, std::ptrdiff
   });
 }
 
+void tanh_avx2(const float* x, float* y, std::ptrdiff_t n) {
+  in_eights(n, [&](std::ptrdiff_t i, std::ptrdiff_t count) {
+    store_some(y + i, math::tanh_(load_some(x + i, count)), count);
+  });
+}
+
 }  // namespace adcuda::host
 
 #else  // not built for AVX2: cpu_has_avx2() says no, and the CPU backend never calls the loops
@@ -184,6 +190,7 @@ void gelu_tanh_avx2(const float*, float*, float*, std::ptrdiff_t) {}
 void gelu_tanh_backward_avx2(const float*, const float*, const float*, float*, std::ptrdiff_t) {}
 void gelu_avx2(const float*, float*, std::ptrdiff_t) {}
 void gelu_backward_avx2(const float*, const float*, float*, std::ptrdiff_t) {}
+void tanh_avx2(const float*, float*, std::ptrdiff_t) {}
 }  // namespace adcuda::host
 
 #endif

@@ -4,11 +4,17 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 
 namespace adcuda::host {
 
 // Whether this build has the AVX2 loops and this CPU runs them (AVX2 and FMA).
 bool cpu_has_avx2();
+
+// Which build of a loop built twice (baseline and AVX2: optim_loops.h, layer_norm_loops.h) ``who`` runs:
+// the AVX2 one where the CPU has it, unless ``wanted`` says which (a test's way to run both); wanting AVX2
+// where it is not raises std::runtime_error. (Defined in elementwise.cpp, baseline code.)
+bool choose_avx2(const char* who, std::optional<bool> wanted);
 
 // gelu_tanh over n float32 values: GeluTanh of functors.cuh, eight lanes at a time. ``inner`` (may be null)
 // receives tanh's argument for each x, the value the backward below may read instead of computing it.
@@ -24,5 +30,9 @@ void gelu_avx2(const float* x, float* y, std::ptrdiff_t n);
 
 // g times gelu's derivative at x (GeluBackward of functors.cuh).
 void gelu_backward_avx2(const float* x, const float* g, float* out, std::ptrdiff_t n);
+
+// tanh (tanh_ of functors.cuh) over n float32 values, eight lanes at a time; y may be x. For the LSTM
+// layer's steps (recurrent.cpp), which activate a row of gates at a time.
+void tanh_avx2(const float* x, float* y, std::ptrdiff_t n);
 
 }  // namespace adcuda::host

@@ -23,6 +23,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "elementwise_avx2.h"
+#define ADCUDA_HOST_ISA baseline
+#include "layer_norm_loops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -107,26 +111,8 @@ void bind_for(py::module_& m, const char* doc) {
       py::arg("groups"), py::arg("spread"), py::arg("eps"), doc);
 }
 
-// Layer norm, forward and backward, at every size (group norm keeps the loop above): a transformer's
-// activations are thousands of rows a few hundred wide, where NumPy makes seven passes over the array
-// forward and a dozen backward (each a ufunc or a BLAS product with a vector of ones). Here the forward
-// reads x once per statistic and writes y (and the normalised x a replay keeps for the backward); the
-// backward reads each array once for the row sums and once for dx while the column sums of dweight and
-// dbias accumulate. Row statistics and column sums accumulate in double (eight partial sums a row, so
-// that the adds need not wait on each other); the elementwise arithmetic is the NumPy path's, rounded
-// as written.
-
-// The sum over k < n of term(k), in eight interleaved partial sums (independent adds, which the compiler
-// also packs into vector registers).
-template <typename Term>
-double lane_sum(Index n, Term term) {
-  double lanes[8] = {};
-  Index k = 0;
-  for (; k + 8 <= n; k += 8)
-    for (int j = 0; j < 8; ++j) lanes[j] += term(k + j);
-  for (; k < n; ++k) lanes[0] += term(k);
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-}
+// Layer norm, forward and backward, at every size (group norm keeps the loop above): the row loops of
+// layer_norm_loops.h, in the build (baseline or AVX2) choose_avx2() picks.
 
 template <typename T>
 const T* optional_data(const std::optional<Array<T>>& a, Index size, const char* what) {
@@ -138,11 +124,10 @@ const T* optional_data(const std::optional<Array<T>>& a, Index size, const char*
 // (y, mean (rows,), rstd (rows,)) of x as ``rows`` rows; ``xhat``: where to write (x - mean) * rstd too.
 template <typename T>
 py::tuple layer_norm(const Array<T>& x, const std::optional<Array<T>>& weight, const std::optional<Array<T>>& bias,
-                     Index rows, double eps, std::optional<Array<T>> xhat) {
+                     Index rows, double eps, std::optional<Array<T>> xhat, std::optional<bool> avx2) {
   if (rows <= 0 || x.size() % rows) throw std::invalid_argument("cpu_layer_norm: bad rows");
   const Index count = x.size() / rows;
-  const T* w = optional_data(weight, count, "weight");
-  const T* b = optional_data(bias, count, "bias");
+  const bool wide = choose_avx2("cpu_layer_norm", avx2);
   T* kept = nullptr;
   if (xhat) {
     if (xhat->size() != x.size()) throw std::invalid_argument("cpu_layer_norm: xhat does not fit x");
@@ -150,97 +135,57 @@ py::tuple layer_norm(const Array<T>& x, const std::optional<Array<T>>& weight, c
   }
   py::array_t<T> y(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
   py::array_t<T> means(std::vector<py::ssize_t>{rows}), rstds(std::vector<py::ssize_t>{rows});
-  const T* in = x.data();
-  T* out = y.mutable_data();
-  T* mean_out = means.mutable_data();
-  T* rstd_out = rstds.mutable_data();
+  const LayerNormRows<T> args{x.data(),           optional_data(weight, count, "weight"),
+                              optional_data(bias, count, "bias"), y.mutable_data(),
+                              kept,               means.mutable_data(),
+                              rstds.mutable_data(), rows,
+                              count,              eps};
   {
     py::gil_scoped_release release;
-    for (Index row = 0; row < rows; ++row) {
-      const T* xr = in + row * count;
-      const double mean = lane_sum(count, [&](Index k) { return double(xr[k]); }) / double(count);
-      const double squares = lane_sum(count, [&](Index k) {
-        const double d = double(xr[k]) - mean;
-        return d * d;
-      });
-      const T m = T(mean), rstd = T(1.0 / std::sqrt(squares / double(count) + eps));
-      mean_out[row] = m;
-      rstd_out[row] = rstd;
-      T* yr = out + row * count;
-      T* hr = kept == nullptr ? nullptr : kept + row * count;
-      for (Index k = 0; k < count; ++k) yr[k] = (xr[k] - m) * rstd;
-      if (hr != nullptr) std::copy(yr, yr + count, hr);
-      if (w != nullptr)
-        for (Index k = 0; k < count; ++k) yr[k] *= w[k];
-      if (b != nullptr)
-        for (Index k = 0; k < count; ++k) yr[k] += b[k];
-    }
+    wide ? avx2::layer_norm_rows(args) : baseline::layer_norm_rows(args);
   }
   return py::make_tuple(y, means, rstds);
 }
 
 // (dx, dweight or None, dbias) of layer_norm at x with row statistics mean and rstd; ``xhat``: the
-// normalised x the forward kept, read instead of computed. dx = rstd (g w - mean(g w) - xhat mean(g w xhat)).
-// Without a weight, w = 1 (times 1 is exact: the same numbers, and loops without a branch).
+// normalised x the forward kept, read instead of computed.
 template <typename T>
 py::tuple layer_norm_backward(const Array<T>& g, const Array<T>& x, const std::optional<Array<T>>& weight,
                               const Array<T>& mean, const Array<T>& rstd, Index rows,
-                              const std::optional<Array<T>>& xhat) {
+                              const std::optional<Array<T>>& xhat, std::optional<bool> avx2) {
   if (rows <= 0 || x.size() % rows || g.size() != x.size() || mean.size() != rows || rstd.size() != rows)
     throw std::invalid_argument("cpu_layer_norm_backward: the arrays do not fit the rows");
   const Index count = x.size() / rows;
-  const T* given_w = optional_data(weight, count, "weight");
-  const T* kept = optional_data(xhat, x.size(), "xhat");
+  const bool wide = choose_avx2("cpu_layer_norm_backward", avx2);
+  const T* w = optional_data(weight, count, "weight");
   py::array_t<T> dx(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
-  py::array_t<T> dweight(std::vector<py::ssize_t>{count}), dbias(std::vector<py::ssize_t>{count});
-  const T *gg = g.data(), *xx = x.data(), *mm = mean.data(), *rr = rstd.data();
-  T* out = dx.mutable_data();
-  T* dw = dweight.mutable_data();
-  T* db = dbias.mutable_data();
+  py::array_t<T> dweight(std::vector<py::ssize_t>{w == nullptr ? 0 : count}), dbias(std::vector<py::ssize_t>{count});
+  const LayerNormGrads<T> args{g.data(),
+                               x.data(),
+                               w,
+                               mean.data(),
+                               rstd.data(),
+                               optional_data(xhat, x.size(), "xhat"),
+                               dx.mutable_data(),
+                               w == nullptr ? nullptr : dweight.mutable_data(),
+                               dbias.mutable_data(),
+                               rows,
+                               count};
   {
     py::gil_scoped_release release;
-    std::vector<double> weight_sums(count, 0.0), bias_sums(count, 0.0);
-    std::vector<T> ones(given_w == nullptr ? count : 0, T(1)), row_xhat(count), row_gw(count), row_ghw(count);
-    const T* w = given_w == nullptr ? ones.data() : given_w;
-    T* gw = row_gw.data();
-    T* ghw = row_ghw.data();
-    for (Index row = 0; row < rows; ++row) {
-      const T* gr = gg + row * count;
-      const T* xr = xx + row * count;
-      const T m = mm[row], r = rr[row];
-      const T* h = row_xhat.data();
-      if (kept != nullptr) {
-        h = kept + row * count;
-      } else {
-        for (Index k = 0; k < count; ++k) row_xhat[k] = (xr[k] - m) * r;
-      }
-      for (Index k = 0; k < count; ++k) {
-        const T gh = gr[k] * h[k];
-        weight_sums[k] += double(gh);
-        bias_sums[k] += double(gr[k]);
-        gw[k] = gr[k] * w[k];
-        ghw[k] = gh * w[k];
-      }
-      const T gx_mean = T(lane_sum(count, [&](Index k) { return double(gw[k]); }) / double(count));
-      const T proj = T(lane_sum(count, [&](Index k) { return double(ghw[k]); }) / double(count));
-      T* dr = out + row * count;
-      for (Index k = 0; k < count; ++k) dr[k] = ((gw[k] - gx_mean) - h[k] * proj) * r;
-    }
-    for (Index k = 0; k < count; ++k) {
-      dw[k] = T(weight_sums[k]);
-      db[k] = T(bias_sums[k]);
-    }
+    wide ? avx2::layer_norm_backward_rows(args) : baseline::layer_norm_backward_rows(args);
   }
-  return py::make_tuple(dx, given_w == nullptr ? py::object(py::none()) : py::object(dweight), dbias);
+  return py::make_tuple(dx, w == nullptr ? py::object(py::none()) : py::object(dweight), dbias);
 }
 
 template <typename T>
 void bind_layer_norm_for(py::module_& m, const char* forward_doc, const char* backward_doc) {
   m.def("cpu_layer_norm", &layer_norm<T>, py::arg("x").noconvert(), py::arg("weight").noconvert(),
-        py::arg("bias").noconvert(), py::arg("rows"), py::arg("eps"), py::arg("xhat").noconvert(), forward_doc);
+        py::arg("bias").noconvert(), py::arg("rows"), py::arg("eps"), py::arg("xhat").noconvert(),
+        py::arg("avx2") = py::none(), forward_doc);
   m.def("cpu_layer_norm_backward", &layer_norm_backward<T>, py::arg("g").noconvert(), py::arg("x").noconvert(),
         py::arg("weight").noconvert(), py::arg("mean").noconvert(), py::arg("rstd").noconvert(), py::arg("rows"),
-        py::arg("xhat").noconvert(), backward_doc);
+        py::arg("xhat").noconvert(), py::arg("avx2") = py::none(), backward_doc);
 }
 
 }  // namespace
@@ -501,9 +446,11 @@ void bind_norm(py::module_& m) {
       m,
       "(y, mean (rows,), rstd (rows,)) of layer norm over a C-contiguous float32/float64 array as ``rows`` "
       "equal rows, times weight plus bias (optional, one per row element, x's dtype); ``xhat`` (optional, "
-      "x's size and dtype) receives (x - mean) * rstd.",
+      "x's size and dtype) receives (x - mean) * rstd. ``avx2``: the AVX2 build of the loops (True, only where "
+      "host_has_avx2()) or the baseline one (False); None: AVX2 where the CPU has it. Both give the same numbers.",
       "(dx, dweight or None without a weight, dbias) of cpu_layer_norm, given the upstream gradient g, x, "
-      "the weight, the row statistics and optionally the xhat the forward kept (all C-contiguous, x's dtype).");
+      "the weight, the row statistics and optionally the xhat the forward kept (all C-contiguous, x's dtype); "
+      "``avx2``: as cpu_layer_norm's.");
   bind_batch_norm_for<float>(m, "", "");
   bind_batch_norm_for<double>(m,
                    "(y, mean (C,), rstd (C,)) of a C-contiguous float32/float64 x (N, C, *) normalised per channel "

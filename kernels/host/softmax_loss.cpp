@@ -1,5 +1,5 @@
-// The CPU backend's softmax, log_softmax and classifier (cross-entropy) forwards
-// (adcuda/backends/cpu/softmax_loss.py) over C-contiguous float32/float64 arrays: one pass per row for
+// The CPU backend's softmax, log_softmax and classifier (cross-entropy) forwards and the classifier's
+// backward (adcuda/backends/cpu/softmax_loss.py) over C-contiguous float32/float64 arrays: one pass per row for
 // the maximum, one for the sum of exponentials, one for the result, in the array's dtype. NumPy makes
 // each of those a call of a microsecond or more on the small arrays of a per-op call, plus the
 // temporaries; here the whole op is one call. The formulas are the NumPy path's, which stays the
@@ -137,6 +137,68 @@ py::tuple classifier_loss(const py::array_t<T, py::array::c_style>& logits,
   return py::make_tuple(losses, stats);
 }
 
+// The gradient w.r.t. the logits of classifier_loss's per-row losses (the CPU backend's
+// classifier_loss_backward, whose NumPy path's operations this makes in the same order and dtype, an element
+// at a time): p = exp((x - m) - log_sum) from the forward's statistics, minus the smoothed one-hot target
+// (with class weights: times keep w[t] + smooth W, minus keep w[t] at the target and smooth w everywhere),
+// times the row's loss gradient, or times 0 for an ignored row. One pass over the logits where NumPy makes
+// eight calls and two fancy-indexed gathers (a small classifier's backward: 100 us -> a few). IndexError
+// for a target outside [0, C) that is not ignore_index (the caller then lets the NumPy path name it).
+template <typename T>
+py::array_t<T> classifier_loss_backward(const py::array_t<T, py::array::c_style>& logits,
+                                        const py::array_t<T, py::array::c_style>& stats,
+                                        const py::array_t<std::int64_t, py::array::c_style>& target,
+                                        const std::optional<py::array_t<T, py::array::c_style>>& weight,
+                                        const py::array_t<T, py::array::c_style>& g_rows, std::int64_t ignore_index,
+                                        double label_smoothing) {
+  if (logits.ndim() != 2 || target.ndim() != 1 || target.shape(0) != logits.shape(0))
+    throw std::invalid_argument("cpu_classifier_loss_backward: expected (N, C) logits and (N,) targets");
+  const Index n = logits.shape(0), c = logits.shape(1);
+  if (stats.size() != 2 * n || g_rows.size() != n || (weight && (weight->ndim() != 1 || weight->shape(0) != c)))
+    throw std::invalid_argument("cpu_classifier_loss_backward: statistics, row gradients or weights do not fit");
+  const std::int64_t* t = target.data();
+  for (Index r = 0; r < n; ++r) {
+    if (t[r] != ignore_index && (t[r] < 0 || t[r] >= c))
+      throw py::index_error("cpu_classifier_loss_backward: target out of range");
+  }
+  py::array_t<T> grads(std::vector<py::ssize_t>{n, c});
+  const T* x = logits.data();
+  const T* stat = stats.data();
+  const T* g = g_rows.data();
+  const T* w = weight ? weight->data() : nullptr;
+  T* out = grads.mutable_data();
+  {
+    py::gil_scoped_release release;
+    const T keep = T(1.0 - label_smoothing), smooth = c ? T(label_smoothing / double(c)) : T(0);
+    T total_weight = T(0);
+    if (w != nullptr)
+      for (Index k = 0; k < c; ++k) total_weight += w[k];
+    for (Index r = 0; r < n; ++r) {
+      const T* row = x + r * c;
+      T* d = out + r * c;
+      const T m = stat[2 * r], log_sum = stat[2 * r + 1];
+      for (Index k = 0; k < c; ++k) d[k] = math::exp_(T(row[k] - m) - log_sum);
+      const bool valid = t[r] != ignore_index;
+      const Index at = valid ? t[r] : 0;
+      if (w == nullptr) {
+        const T at_target = d[at] - T(keep + smooth);
+        if (label_smoothing != 0.0)
+          for (Index k = 0; k < c; ++k) d[k] -= smooth;
+        if (valid) d[at] = at_target;
+      } else {
+        const T factor = T(keep * w[at]) + T(smooth * total_weight);
+        for (Index k = 0; k < c; ++k) d[k] *= factor;
+        if (valid) d[at] -= T(keep * w[at]);
+        if (label_smoothing != 0.0)
+          for (Index k = 0; k < c; ++k) d[k] -= T(smooth * w[k]);
+      }
+      const T scale = valid ? g[r] : T(0);
+      for (Index k = 0; k < c; ++k) d[k] *= scale;
+    }
+  }
+  return grads;
+}
+
 // reduction codes of the loss primitives below: the per-row losses, their mean or their sum
 enum Reduction { kNone = 0, kMean = 1, kSum = 2 };
 
@@ -255,6 +317,16 @@ void bind_softmax_loss(py::module_& m) {
         "its dtype.");
   m.def("cpu_classifier_loss", &classifier_loss<float>, py::arg("logits").noconvert(), py::arg("target").noconvert(),
         py::arg("weight").noconvert(), py::arg("ignore_index"), py::arg("label_smoothing"));
+  m.def("cpu_classifier_loss_backward", &classifier_loss_backward<float>, py::arg("logits").noconvert(),
+        py::arg("stats").noconvert(), py::arg("target").noconvert(), py::arg("weight").noconvert(),
+        py::arg("g_rows").noconvert(), py::arg("ignore_index"), py::arg("label_smoothing"));
+  m.def("cpu_classifier_loss_backward", &classifier_loss_backward<double>, py::arg("logits").noconvert(),
+        py::arg("stats").noconvert(), py::arg("target").noconvert(), py::arg("weight").noconvert(),
+        py::arg("g_rows").noconvert(), py::arg("ignore_index"), py::arg("label_smoothing"),
+        "The gradient (N, C) w.r.t. C-contiguous float32/float64 logits of cpu_classifier_loss's per-row losses, "
+        "given its statistics (N, 2), the int64 targets (N,), optional class weights (C,) and the row gradients "
+        "(N,), all of the logits' dtype: the CPU backend's classifier_loss_backward. IndexError for a target out "
+        "of range.");
   m.def("cpu_classifier_loss", &classifier_loss<double>, py::arg("logits").noconvert(),
         py::arg("target").noconvert(), py::arg("weight").noconvert(), py::arg("ignore_index"),
         py::arg("label_smoothing"),

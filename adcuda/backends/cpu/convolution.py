@@ -17,7 +17,9 @@ as zeros, no wide rows, so the GEMMs hold only real output columns; output rows 
 through a table of per-tap offsets, and conv2d by kernel rows sums its shifted products there too
 (``cpu_add_row_shifts``). The NumPy gathers above stay the reference they are tested against
 (``_NATIVE = None`` selects them). A convolution whose one window is the whole input is a matrix
-product on either path (``_one_window``).
+product on either path (``_one_window``). Strided layers of many channels and short output rows
+gather channels-last columns instead (``_channels_last``: ``cpu_channels_last_columns``), each tap a
+contiguous run of C values.
 """
 
 from __future__ import annotations
@@ -99,6 +101,27 @@ _ROWS_MIN_DEPTH = 16
 _FEW_CHANNELS = 16
 
 
+# A strided convolution (groups 1) of at least this many input channels and output rows of at most
+# ``_TABLE_ROWS`` values gathers channels-last columns (``_channels_last``): each tap a contiguous run
+# of C values where the NCHW gathers move one value at a time. Measured at a DCGAN's 4x4 stride-2
+# layers of 32-128 channels: the columns 2-3x faster, each pass (forward and both gradients) 1.1-1.3x;
+# a first layer's 3 channels make runs too short to pay, and with rows of 16 (a ResNet's 3x3 stride-2
+# layer) the NCHW row loops are 2x faster than making each sample channels-last.
+_CHANNELS_LAST_DEPTH = 16
+
+
+def _channels_last(native, stride, channels, groups, row):
+    """Whether a convolution takes the channels-last columns (the native module's only); ``row``:
+    the output rows' length."""
+    return (
+        native is not None
+        and groups == 1
+        and tuple(stride) != (1, 1)
+        and channels >= _CHANNELS_LAST_DEPTH
+        and row <= _TABLE_ROWS
+    )
+
+
 def _windows(x, kernel, out_size, stride, padding, dilation):
     """Every window of x (N, C, H, W) as a strided view (C, kh, kw, N, ...) -> (view, row), not copied.
 
@@ -140,30 +163,33 @@ def _blocks(view, groups):
         yield n0, block.shape[3], block.reshape(groups, c // groups * kh * kw, -1)
 
 
-def _native_blocks(native, x, kernel, out_size, stride, padding, dilation, groups):
+def _native_blocks(native, x, kernel, out_size, stride, padding, dilation, groups, channels_last=False):
     """``_blocks`` by the native im2col of x (N, C, H, W): yields (first sample, samples, columns
-    (groups, K / groups, samples * Ho * Wo)), one buffer reused block after block."""
+    (groups, K / groups, samples * Ho * Wo)), one buffer reused block after block; ``channels_last``
+    (groups 1): columns (samples * Ho * Wo, kh * kw * C) instead, each window a row, taps outermost."""
     n, c = x.shape[:2]
     x = np.ascontiguousarray(x)
     k = c * kernel[0] * kernel[1]
     length = out_size[0] * out_size[1]
     step = max(1, _BLOCK_BYTES // max(k * length * x.itemsize, 1))
     buffer = np.empty(k * min(step, n) * length, x.dtype)
+    window = (tuple(kernel), tuple(out_size), tuple(stride), tuple(padding), tuple(dilation))
     for n0 in range(0, n, step):
         m = min(step, n - n0)
+        if channels_last:
+            cols = buffer[: k * m * length].reshape(m, length, k)
+            native.cpu_channels_last_columns(x, cols, *window, n0, True)
+            yield n0, m, cols.reshape(m * length, k)
+            continue
         cols = buffer[: k * m * length].reshape(k, m, length)
-        native.cpu_im2col(
-            x,
-            cols,
-            tuple(kernel),
-            tuple(out_size),
-            tuple(stride),
-            tuple(padding),
-            tuple(dilation),
-            n0,
-            out_size[1] <= _TABLE_ROWS,
-        )
+        native.cpu_im2col(x, cols, *window, n0, out_size[1] <= _TABLE_ROWS)
         yield n0, m, cols.reshape(groups, k // groups, m * length)
+
+
+def _taps_last(weight):
+    """weight (O, C, kh, kw) as (O, kh * kw * C), the order of the channels-last columns."""
+    o = weight.shape[0]
+    return np.ascontiguousarray(weight.transpose(0, 2, 3, 1)).reshape(o, -1)
 
 
 def _one_window(spatial, kernel, padding, dilation):
@@ -212,6 +238,14 @@ def conv2d(
     # float32 products)
     if native is not None and by_rows and out.dtype == xc.dtype:
         return _conv_by_kernel_rows(native, xc, _compute(weight), out, stride, padding, dilation, groups)
+    if _channels_last(native, stride, c, groups, wo):
+        w_taps = np.ascontiguousarray(_taps_last(_compute(weight)).T)
+        window = ((kh, kw), (ho, wo), stride, padding, dilation, 1)
+        for n0, m, cols in _native_blocks(native, xc, *window, channels_last=True):
+            # (m * L, K) @ (K, O), both operands as stored: OpenBLAS runs this 1.1-1.4x faster than
+            # (O, K) @ (K, m * L) through a transposed view, at a DCGAN's and a ResNet's strided layers
+            out[n0 : n0 + m] = threads.matmul(cols, w_taps).reshape(m, ho, wo, o).transpose(0, 3, 1, 2)
+        return out
     if native is not None:
         for n0, m, cols in _native_blocks(native, xc, (kh, kw), (ho, wo), stride, padding, dilation, groups):
             out[n0 : n0 + m] = threads.matmul(w, cols).reshape(o, m, ho, wo).transpose(1, 0, 2, 3)
@@ -285,6 +319,10 @@ def conv2d_backward_input(
         return conv2d(g, _flipped(weight, groups), (1, 1), (qh, qw), dilation, groups)
     gc = _compute(g)
     native = _native_for(gc)
+    if _channels_last(native, stride, c, groups, wo):
+        return _col2im_channels_last(native, gc, weight, input_shape, stride, padding, dilation).astype(
+            g.dtype, copy=False
+        )
     if native is not None:
         return _col2im_native(native, gc, weight, input_shape, stride, padding, dilation, groups).astype(
             g.dtype, copy=False
@@ -320,6 +358,25 @@ def _col2im_native(native, g, weight, input_shape, stride, padding, dilation, gr
         gb = np.ascontiguousarray(g[n0 : n0 + m].reshape(m, groups, og, length).transpose(1, 2, 0, 3))
         dcols = threads.matmul(w_t, gb.reshape(groups, og, m * length)).reshape(k, m, length)
         native.cpu_col2im(dcols, dx[n0 : n0 + m], *window, wo <= _TABLE_ROWS)
+    return dx
+
+
+def _col2im_channels_last(native, g, weight, input_shape, stride, padding, dilation):
+    """conv2d_backward_input (groups 1) by channels-last columns: per block of samples, the columns'
+    gradient (m * L, O) @ (O, K) from g made channels-last, added back into the block's planes."""
+    n = input_shape[0]
+    o, c, kh, kw = weight.shape
+    ho, wo = g.shape[2:]
+    length, k = ho * wo, c * kh * kw
+    w_taps = _taps_last(_compute(weight))
+    dx = np.empty(input_shape, g.dtype)
+    step = max(1, _BLOCK_BYTES // max(k * length * g.itemsize, 1))
+    window = ((kh, kw), (ho, wo), tuple(stride), tuple(padding), tuple(dilation))
+    for n0 in range(0, n, step):
+        m = min(step, n - n0)
+        g_last = np.ascontiguousarray(g[n0 : n0 + m].transpose(0, 2, 3, 1)).reshape(m * length, o)
+        dcols = threads.matmul(g_last, w_taps).reshape(m, length, k)
+        native.cpu_channels_last_columns(dx, dcols, *window, n0, False)
     return dx
 
 
@@ -379,6 +436,14 @@ def conv2d_backward_weight(
         dw = threads.matmul(_sample_rows(gc, groups).transpose(0, 2, 1), _sample_rows(xc, groups))
         return dw.reshape(weight_shape).astype(x.dtype, copy=False)
     native = _native_for(xc)
+    if _channels_last(native, stride, c, groups, wo):
+        dw = None
+        for n0, m, cols in _native_blocks(native, xc, (kh, kw), (ho, wo), stride, padding, dilation, 1, True):
+            # (O, m * L) @ (m * L, K): the block's share, taps outermost
+            part = threads.matmul(_wide(gc[n0 : n0 + m], wo).reshape(o, m * ho * wo), cols)
+            dw = part if dw is None else np.add(dw, part, out=dw)
+        assert dw is not None  # n > 0 (checked above)
+        return np.ascontiguousarray(dw.reshape(o, kh, kw, c).transpose(0, 3, 1, 2)).astype(x.dtype, copy=False)
     if native is not None:
         blocks = _native_blocks(native, xc, (kh, kw), (ho, wo), stride, padding, dilation, groups)
         row = wo

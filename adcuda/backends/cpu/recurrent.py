@@ -2,17 +2,31 @@
 CUDA): what an LSTM or GRU computes per time step after its two matrix products, in one pass.
 
 Gate order is PyTorch's: LSTM (i, f, g, o), GRU (r, z, n) along the last dim of the projections.
+The LSTM layer's per-step pointwise work is the native module's where it is built
+(kernels/host/recurrent.cpp: ``_NATIVE_STEP``, ``_NATIVE_STEP_BACKWARD``; None selects the NumPy loops,
+the reference).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ... import _native
 from .._recurrent_shapes import check_cell, check_layer, check_saved, layer_dims
 from . import threads
 from ._common import BackendArray, _compute
 
 __all__ = ["lstm_cell", "lstm_cell_backward", "gru_cell", "gru_cell_backward", "lstm_layer", "lstm_layer_backward"]
+
+
+# The native module's LSTM layer steps (kernels/host/recurrent.cpp; None: the NumPy loops, the
+# reference): the forward's needs AVX2 (its tanh) and takes float32, the backward's (its steps and
+# its factors) float32/float64.
+_C = _native._C
+_NATIVE_STEP = _C.cpu_lstm_step if _C is not None and hasattr(_C, "cpu_lstm_step") and _C.host_has_avx2() else None
+_NATIVE_STEP_BACKWARD = getattr(_C, "cpu_lstm_step_backward", None)
+_NATIVE_FACTORS = getattr(_C, "cpu_lstm_backward_factors", None)
+_NATIVE_BACKWARD_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _sigmoid(x):
@@ -175,9 +189,17 @@ def lstm_layer(
     i, f, g, o = (by_step[:, :, k * hidden : (k + 1) * hidden] for k in range(4))
     h_steps, c_steps, tanh_c_steps = (a.reshape(length, batch, hidden) for a in (hs, cells[0], cells[1]))
     matmul, tanh, multiply = np.matmul, np.tanh, np.multiply
+    # the native step: what follows each step's product in one call, where NumPy makes nine
+    step = _NATIVE_STEP if dtype == np.float32 else None
+    if step is not None:
+        c = np.ascontiguousarray(c)
     for t in _visit(length, reverse):
         a_t, h_t, c_t, tanh_c = by_step[t], h_steps[t], c_steps[t], tanh_c_steps[t]
         matmul(h, w_t, out=gh)  # also from a zero h0: NaN and inf weights propagate as in PyTorch
+        if step is not None:
+            step(a_t, gh, c, scale, offset, c_t, tanh_c, h_t)
+            h, c = h_t, c_t
+            continue
         a_t += gh
         tanh(a_t, out=a_t)
         a_t *= scale
@@ -205,6 +227,40 @@ def _previous(sequence, first, batch, reverse):
     else:
         out[batch:], out[:batch] = sequence[:-batch], first
     return out
+
+
+def _backward_factors(act, cs, tanh_cs, c0, batch, reverse):
+    """lstm_layer_backward's factors from the activated gates act (rows, 4H), each step's cell state
+    cs and its tanh (rows, H), time-major -> (d_z (rows, 4H): i (1 - i) g, f (1 - f) c_prev,
+    (1 - g^2) i, o (1 - o) tanh_c; dh_to_dc (rows, H): (1 - tanh_c^2) o): in one native pass where
+    the module is built (the same operations in the same order), else in NumPy's eleven."""
+    rows, hidden = cs.shape[0], cs.shape[1]
+    dtype = act.dtype
+    if _NATIVE_FACTORS is not None and dtype in _NATIVE_BACKWARD_DTYPES:
+        d_z, dh_to_dc = np.empty((rows, 4 * hidden), dtype), np.empty((rows, hidden), dtype)
+        arrays = (np.ascontiguousarray(a, dtype) for a in (act, cs, tanh_cs, c0))
+        _NATIVE_FACTORS(*arrays, reverse, d_z, dh_to_dc)
+        return d_z, dh_to_dc
+    by_gate = act.reshape(rows, 4, hidden)
+    d_z = np.subtract(1, act)
+    d_z *= act  # a (1 - a): the sigmoid gates' derivative; g's becomes 1 - g^2 next
+    factors = d_z.reshape(rows, 4, hidden)
+    np.multiply(by_gate[:, 2], by_gate[:, 2], out=factors[:, 2])
+    np.subtract(1, factors[:, 2], out=factors[:, 2])
+    np.multiply(factors[:, 0:3:2], by_gate[:, 2::-2], out=factors[:, 0:3:2])  # i's times g, g's times i
+    if rows:  # f's times the previous cell state: the row block before (after, in reverse) or c0
+        first_step, later_steps = (
+            (slice(rows - batch, None), slice(None, rows - batch))
+            if reverse
+            else (slice(None, batch), slice(batch, None))
+        )
+        factors[later_steps, 1] *= cs[slice(batch, None) if reverse else slice(None, rows - batch)]
+        factors[first_step, 1] *= c0
+    factors[:, 3] *= tanh_cs
+    dh_to_dc = np.multiply(tanh_cs, tanh_cs)
+    np.subtract(1, dh_to_dc, out=dh_to_dc)
+    dh_to_dc *= by_gate[:, 3]
+    return d_z, dh_to_dc
 
 
 def lstm_layer_backward(
@@ -239,25 +295,8 @@ def lstm_layer_backward(
     # d_c = d_c_next + d_h * o (1 - tanh_c^2): everything but d_c and d_h is known up front, so d_z
     # starts as those factors, made over the whole sequence in a few passes (gates as (rows, 4, H)),
     # and each step multiplies its rows in place
-    by_gate, f = act.reshape(rows, 4, hidden), act[:, hidden : 2 * hidden]
-    d_z = np.subtract(1, act)
-    d_z *= act  # a (1 - a): the sigmoid gates' derivative; g's becomes 1 - g^2 next
-    factors = d_z.reshape(rows, 4, hidden)
-    np.multiply(by_gate[:, 2], by_gate[:, 2], out=factors[:, 2])
-    np.subtract(1, factors[:, 2], out=factors[:, 2])
-    np.multiply(factors[:, 0:3:2], by_gate[:, 2::-2], out=factors[:, 0:3:2])  # i's times g, g's times i
-    if rows:  # f's times the previous cell state: the row block before (after, in reverse) or c0
-        first_step, later_steps = (
-            (slice(rows - batch, None), slice(None, rows - batch))
-            if reverse
-            else (slice(None, batch), slice(batch, None))
-        )
-        factors[later_steps, 1] *= cs[slice(batch, None) if reverse else slice(None, rows - batch)]
-        factors[first_step, 1] *= c0_
-    factors[:, 3] *= tanh_cs
-    dh_to_dc = np.multiply(tanh_cs, tanh_cs)
-    np.subtract(1, dh_to_dc, out=dh_to_dc)
-    dh_to_dc *= by_gate[:, 3]
+    f = act[:, hidden : 2 * hidden]
+    d_z, dh_to_dc = _backward_factors(act, cs, tanh_cs, c0_, batch, reverse)
     g_hs = _time_major(g_out[:rows], length, batch, batch_first)
     d_h = np.array(g_out[rows : rows + batch], dtype)  # the last h's gradient, then the next step's
     d_c = np.array(g_out[rows + batch :], dtype)
@@ -269,13 +308,21 @@ def lstm_layer_backward(
     g_hs, dh_to_dc, fs = (a.reshape(length, batch, hidden) for a in (g_hs, dh_to_dc, f))
     d_c3 = d_c[:, None, :]
     matmul, multiply, add = np.matmul, np.multiply, np.add
+    # the native step: the six passes below in one call (the same operations in the same order)
+    step = _NATIVE_STEP_BACKWARD if dtype in _NATIVE_BACKWARD_DTYPES else None
+    if step is not None:
+        g_hs = np.ascontiguousarray(g_hs, dtype)
+        act_steps = np.ascontiguousarray(act, dtype).reshape(length, batch, 4 * hidden)
     for t in _visit(length, not reverse):
-        add(g_hs[t], d_h, out=dh)
-        multiply(dh, dh_to_dc[t], out=work)
-        d_c += work
-        multiply(d_ifg[t], d_c3, out=d_ifg[t])
-        multiply(d_o[t], dh, out=d_o[t])
-        d_c *= fs[t]
+        if step is not None:
+            step(g_hs[t], d_h, dh_to_dc[t], act_steps[t], d_zs[t], d_c)
+        else:
+            add(g_hs[t], d_h, out=dh)
+            multiply(dh, dh_to_dc[t], out=work)
+            d_c += work
+            multiply(d_ifg[t], d_c3, out=d_ifg[t])
+            multiply(d_o[t], dh, out=d_o[t])
+            d_c *= fs[t]
         if t != first or h0_grad:
             matmul(d_zs[t], w, out=d_h)
     x_rows = _time_major(xs, length, batch, batch_first)

@@ -14,9 +14,10 @@ __all__ = ["softmax", "softmax_backward", "classifier_loss", "classifier_loss_ba
 __all__ += ["nll_loss", "multi_margin_loss"]  # the class losses, reduced
 
 
-# The host module's forwards (kernels/host/softmax_loss.cpp; None: NumPy's, the reference they are
-# tested against), for arrays up to _NATIVE_MAX elements: there NumPy's passes cost a microsecond or
-# more each whatever the size; above it its vectorised exp is faster than the host loop's.
+# The host module's forwards and the classifier loss's backward (kernels/host/softmax_loss.cpp; None:
+# NumPy's, the reference they are tested against), for arrays up to _NATIVE_MAX elements: there NumPy's
+# passes cost a microsecond or more each whatever the size; above it its vectorised exp is faster than
+# the host loop's.
 _NATIVE = _native._C if hasattr(_native._C, "cpu_softmax") else None
 _NATIVE_MAX = 1 << 14
 
@@ -163,11 +164,29 @@ def classifier_loss_backward(
     _require_floating("classifier_loss_backward", "the logits", logits)
     _class_rows("classifier_loss_backward", logits, target)
     n, c = logits.shape
-    _check_targets("classifier_loss_backward", target, c, ignore_index)
     if g_rows.shape != (n,):
         raise ShapeError(f"classifier_loss_backward: row gradients {fmt_shape(g_rows.shape)} do not match {n} rows")
     if stats.shape != (n, 2):
         raise ShapeError(f"classifier_loss_backward: row statistics {fmt_shape(stats.shape)} do not match ({n}, 2)")
+    native = _native_for(logits)
+    if (
+        native is not None
+        and c
+        and target.dtype == np.int64
+        and target.flags.c_contiguous
+        and all(
+            a is None or (a.dtype == logits.dtype and a.flags.c_contiguous and a.ndim == b)
+            for a, b in ((stats, 2), (g_rows, 1), (weight, 1))
+        )
+        and (weight is None or weight.shape == (c,))
+    ):
+        try:
+            return native.cpu_classifier_loss_backward(
+                logits, stats, target, weight, g_rows, ignore_index, label_smoothing
+            )
+        except IndexError:
+            pass  # a target out of range: _check_targets names it
+    _check_targets("classifier_loss_backward", target, c, ignore_index)
     x = _compute(logits)
     w = None if weight is None else _check_class_weight("classifier_loss_backward", weight, c, x.dtype)
     stats = _compute(stats)
