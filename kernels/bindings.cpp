@@ -23,6 +23,7 @@
 namespace py = pybind11;
 
 namespace adcuda::host {
+void bind_attention(py::module_& m);    // kernels/host/attention.cpp
 void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
 void bind_elementwise(py::module_& m);  // kernels/host/elementwise.cpp
 void bind_norm(py::module_& m);         // kernels/host/norm.cpp
@@ -210,6 +211,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("cuda_synchronize", &adcuda::synchronize, py::call_guard<py::gil_scoped_release>(),
         "Wait for all work on the current CUDA device to finish.");
 
+  adcuda::host::bind_attention(m);
   adcuda::host::bind_convolution(m);
   adcuda::host::bind_elementwise(m);
   adcuda::host::bind_norm(m);

@@ -9,12 +9,40 @@ import math
 
 import numpy as np
 
+from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import Shape
 from . import threads
-from ._common import BackendArray, _compute, _row_sums
+from ._common import _F32, _F64, BackendArray, _compute, _row_sums
 
 __all__ = ["attention", "attention_backward", "attention_dropout_mask"]
+
+
+# The host module's forward (kernels/host/attention.cpp; None: NumPy's, the reference it is tested against)
+# for calls without mask or dropout whose products have at most _NATIVE_WORK multiply-adds: there the
+# dozen NumPy calls below cost several times the arithmetic, and BLAS is not yet worth its call.
+_NATIVE = _native._C if hasattr(_native._C, "cpu_attention") else None
+_NATIVE_WORK = 1 << 15
+
+
+def _native_attention(q, k, v):
+    """Whether the host module's forward takes q, k and v: C-contiguous float32/float64 arrays of one
+    dtype and batch shape that fit (..., L, E), (..., S, E), (..., S, Ev), of little work."""
+    return (
+        _NATIVE is not None
+        and (q.dtype == _F32 or q.dtype == _F64)
+        and k.dtype == q.dtype
+        and v.dtype == q.dtype
+        and q.ndim >= 2
+        and k.ndim == q.ndim == v.ndim
+        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+        and q.shape[-1] == k.shape[-1]
+        and k.shape[-2] == v.shape[-2]
+        and q.size * k.shape[-2] + q.shape[-2] * v.size <= _NATIVE_WORK
+        and q.flags.c_contiguous
+        and k.flags.c_contiguous
+        and v.flags.c_contiguous
+    )
 
 
 def _operands(op, q, k, v):
@@ -216,6 +244,8 @@ def attention(
     likewise: an array of the output's shape, a view of the replay's buffer) is where the output goes
     where it has the computing dtype."""
     _check_dropout_p("attention", dropout_p)
+    if mask is None and not dropout_p and probs is None and into is None and _native_attention(q, k, v):
+        return _NATIVE.cpu_attention(q, k, v, is_causal, scale)
     qq, kk, vv = _operands("attention", q, k, v)
     # (the big temporaries are written in place; NumPy's warnings for log(0) and inf - inf in fully
     # masked rows are silenced by the package's filter, no np.errstate, which costs microseconds)
