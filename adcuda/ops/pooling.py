@@ -155,7 +155,9 @@ def _max_direct(op, spatial):
     def direct(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
         if return_indices:
             return None
-        return _direct(op, input, (kernel_size, stride, padding, dilation, ceil_mode), _max_pool_plan, spatial, _max_host)
+        return _direct(
+            op, input, (kernel_size, stride, padding, dilation, ceil_mode), _max_pool_plan, spatial, _max_host
+        )
 
     return direct
 
