@@ -170,6 +170,10 @@ CALLS = [
     "F.avg_pool1d(seq, 4, 3, 2, ceil_mode=True, count_include_pad=False)",
     "F.adaptive_max_pool2d(img, 4)",
     "F.adaptive_max_pool2d(img, (3, None))",
+    "F.adaptive_max_pool2d(img[1], 3, return_indices=True)[1]",
+    "F.adaptive_max_pool1d(seq, 4)",
+    "t.adaptive_max_pool1d(seq[0], (3,))[1]",
+    "F.max_pool1d(seq, 2, return_indices=True)[1]",
     "F.adaptive_avg_pool2d(img, 4)",
     "F.adaptive_avg_pool2d(img[1], (5, 3))",
     "F.adaptive_avg_pool1d(seq, 4)",
@@ -267,6 +271,7 @@ def test_pooling_lanes_leave_grad_views_and_errors_to_the_forward():
         ("avg_pool2d", lambda: F.avg_pool2d(plain, 2, divisor_override=0)),
         ("adaptive_avg_pool2d", lambda: F.adaptive_avg_pool2d(plain, (2, 2, 2))),
         ("max_pool1d", lambda: F.max_pool1d(t.ones(2, 3, 0), 1)),
+        ("adaptive_max_pool1d", lambda: F.adaptive_max_pool1d(plain, 2)),
     ):
         with pytest.raises(AdcudaError, match=op):
             call()

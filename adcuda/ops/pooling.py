@@ -109,10 +109,11 @@ _DIRECT_PLANS: dict = {}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _direct(op, input, arguments, make, spatial, host_call):
-    """The pooled tensor of the direct lane, None where the call takes the path; ``make`` is the op's
-    plan maker, ``host_call(plan)`` the (host function, its arguments after the array, whether it gives
-    (values, indices)) of the op's plan, None where the host module does not take it."""
+def _direct(op, input, arguments, make, spatial, host_call, indices=False):
+    """The pooled tensor of the direct lane (with ``indices``: and max pooling's indices), None where the
+    call takes the path; ``make`` is the op's plan maker, ``host_call(plan, arguments)`` the (host
+    function, its arguments after the array, whether it gives (values, indices)) of the op's plan, None
+    where the host module does not take it."""
     if input.__class__ is not Tensor or input._requires_grad or input._grad_fn is not None or input._base is not None:
         return None
     data = input._data
@@ -131,6 +132,9 @@ def _direct(op, input, arguments, make, spatial, host_call):
     host, shape4, args, out_shape, pair = lane
     out = host(data if shape4 is None else data.reshape(shape4), *args)
     if pair:
+        if indices:
+            values, where = out if out_shape is None else (out[0].reshape(out_shape), out[1].reshape(out_shape))
+            return wrap(values, input._device), wrap(where, input._device)
         out = out[0]
     return wrap(out if out_shape is None else out.reshape(out_shape), input._device)
 
@@ -153,11 +157,8 @@ def _max_host(plan, arguments):
 
 def _max_direct(op, spatial):
     def direct(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
-        if return_indices:
-            return None
-        return _direct(
-            op, input, (kernel_size, stride, padding, dilation, ceil_mode), _max_pool_plan, spatial, _max_host
-        )
+        arguments = (kernel_size, stride, padding, dilation, ceil_mode)
+        return _direct(op, input, arguments, _max_pool_plan, spatial, _max_host, return_indices)
 
     return direct
 
@@ -192,9 +193,7 @@ def _adaptive_max_host(plan, arguments):
 
 def _adaptive_direct(op, spatial, make, host_call):
     def direct(input, output_size, return_indices=False):
-        if return_indices:
-            return None
-        return _direct(op, input, (output_size,), make, spatial, host_call)
+        return _direct(op, input, (output_size,), make, spatial, host_call, return_indices)
 
     return direct
 
@@ -656,12 +655,24 @@ def _adaptive_max_pool1d_functional(
     return pooled if return_indices else pooled[0]
 
 
+def _adaptive_max_pool1d_direct(input, output_size):
+    """adaptive_max_pool1d's direct lane: (values, indices) (the path's checks of rank and output size first)."""
+    if input.__class__ is not Tensor or input._data.ndim not in (2, 3):
+        return None
+    if output_size.__class__ is tuple:
+        if len(output_size) != 1:
+            return None
+        output_size = output_size[0]
+    return _direct("adaptive_max_pool1d", input, (output_size,), _adaptive_max_plan, 1, _adaptive_max_host, True)
+
+
 @op(
     "adaptive_max_pool1d",
     dtypes=FLOATING,
     doc="Max pooling to output_size (L) with PyTorch's adaptive windows: (values, indices); "
     "F.adaptive_max_pool1d gives the values unless return_indices.",
     composite=True,
+    direct=lambda input, output_size: _adaptive_max_pool1d_direct(input, output_size),
     function=True,
     method=False,
     functional=_adaptive_max_pool1d_functional,
