@@ -26,6 +26,7 @@ namespace adcuda::host {
 void bind_attention(py::module_& m);    // kernels/host/attention.cpp
 void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
 void bind_elementwise(py::module_& m);  // kernels/host/elementwise.cpp
+void bind_gemm(py::module_& m);         // kernels/host/gemm.cpp
 void bind_norm(py::module_& m);         // kernels/host/norm.cpp
 void bind_norm_running(py::module_& m);  // kernels/host/norm_running.cpp
 void bind_optim(py::module_& m);        // kernels/host/optim.cpp
@@ -215,6 +216,7 @@ PYBIND11_MODULE(_C, m) {
   adcuda::host::bind_attention(m);
   adcuda::host::bind_convolution(m);
   adcuda::host::bind_elementwise(m);
+  adcuda::host::bind_gemm(m);
   adcuda::host::bind_norm(m);
   adcuda::host::bind_norm_running(m);
   adcuda::host::bind_optim(m);
