@@ -29,8 +29,7 @@ using Index = std::int64_t;
 // (out (B..., L, Ev), logsumexp (B..., L)) of softmax(q k^T * scale) v, keys after the query's own
 // position hidden where ``is_causal`` (PyTorch's top-left aligned mask).
 template <typename T>
-py::tuple attention(const py::array_t<T, py::array::c_style>& q, const py::array_t<T, py::array::c_style>& k,
-                    const py::array_t<T, py::array::c_style>& v, bool is_causal, double scale) {
+py::tuple attention(const RowMajor<T>& q, const RowMajor<T>& k, const RowMajor<T>& v, bool is_causal, double scale) {
   const Index nd = q.ndim();
   if (nd < 2 || k.ndim() != nd || v.ndim() != nd)
     throw std::invalid_argument("cpu_attention: q, k and v need the same number of dims, at least 2");

@@ -19,8 +19,6 @@ namespace adcuda::host {
 namespace {
 
 using Index = std::int64_t;
-template <typename T>
-using Array = py::array_t<T, py::array::c_style>;
 
 // max(v, eps) with NaN kept (NumPy's clip of the norm)
 template <typename T>
@@ -29,7 +27,7 @@ T clamped(T v, T eps) {
 }
 
 template <typename T>
-py::array_t<T> cosine_similarity(const Array<T>& a, const Array<T>& b, Index axis, double eps) {
+py::array_t<T> cosine_similarity(const RowMajor<T>& a, const RowMajor<T>& b, Index axis, double eps) {
   const Index nd = a.ndim();
   if (b.ndim() != nd || axis < 0 || axis >= nd)
     throw std::invalid_argument("cpu_cosine_similarity: arrays of one shape and an axis among their dims expected");

@@ -20,11 +20,9 @@ namespace adcuda::host {
 namespace {
 
 using Index = std::int64_t;
-template <typename T>
-using Array = py::array_t<T, py::array::c_style>;
 
 template <typename T>
-T* channels_of(std::optional<Array<T>>& running, Index channels) {
+T* channels_of(std::optional<RowMajor<T>>& running, Index channels) {
   if (!running) return nullptr;
   if (running->ndim() != 1 || running->shape(0) != channels)
     throw std::invalid_argument("cpu_batch_norm_running: running statistics of the batch's channels expected");
@@ -32,8 +30,8 @@ T* channels_of(std::optional<Array<T>>& running, Index channels) {
 }
 
 template <typename T>
-void running_update(std::optional<Array<T>> running_mean, std::optional<Array<T>> running_var, const Array<T>& mean,
-                    const Array<T>& rstd, double momentum, double eps, double var_factor) {
+void running_update(std::optional<RowMajor<T>> running_mean, std::optional<RowMajor<T>> running_var,
+                    const RowMajor<T>& mean, const RowMajor<T>& rstd, double momentum, double eps, double var_factor) {
   const Index channels = mean.ndim() == 1 ? mean.shape(0) : -1;
   if (channels < 0 || rstd.ndim() != 1 || rstd.shape(0) != channels)
     throw std::invalid_argument("cpu_batch_norm_running: mean and rstd of shape (C,) expected");

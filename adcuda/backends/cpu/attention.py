@@ -26,11 +26,10 @@ _NATIVE_WORK = 1 << 15
 
 
 def _native_attention(q, k, v):
-    """Whether the host module's forward takes q, k and v: C-contiguous float32/float64 arrays of one
-    dtype and batch shape that fit (..., L, E), (..., S, E), (..., S, Ev), of little work."""
-    return (
-        _NATIVE is not None
-        and (q.dtype == _F32 or q.dtype == _F64)
+    """The host module where its forward takes q, k and v (C-contiguous float32/float64 arrays of one
+    dtype and batch shape that fit (..., L, E), (..., S, E), (..., S, Ev), of little work), else None."""
+    fits = (
+        (q.dtype == _F32 or q.dtype == _F64)
         and k.dtype == q.dtype
         and v.dtype == q.dtype
         and q.ndim >= 2
@@ -43,6 +42,7 @@ def _native_attention(q, k, v):
         and k.flags.c_contiguous
         and v.flags.c_contiguous
     )
+    return _NATIVE if fits else None
 
 
 def _operands(op, q, k, v):
@@ -244,8 +244,9 @@ def attention(
     likewise: an array of the output's shape, a view of the replay's buffer) is where the output goes
     where it has the computing dtype."""
     _check_dropout_p("attention", dropout_p)
-    if mask is None and not dropout_p and probs is None and into is None and _native_attention(q, k, v):
-        return _NATIVE.cpu_attention(q, k, v, is_causal, scale)
+    native = _native_attention(q, k, v) if mask is None and not dropout_p and probs is None and into is None else None
+    if native is not None:
+        return native.cpu_attention(q, k, v, is_causal, scale)
     qq, kk, vv = _operands("attention", q, k, v)
     # (the big temporaries are written in place; NumPy's warnings for log(0) and inf - inf in fully
     # masked rows are silenced by the package's filter, no np.errstate, which costs microseconds)

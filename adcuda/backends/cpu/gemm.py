@@ -299,11 +299,11 @@ def plain_add_product(op: str) -> Callable[..., Any] | None:
 _COSINE = getattr(_native._C, "cpu_cosine_similarity", None)
 
 
-def plain_cosine_similarity(a: BackendArray, b: BackendArray, axis: int, eps: float) -> BackendArray | None:
+def plain_cosine_similarity(a: Any, b: Any, axis: int, eps: float) -> BackendArray | None:
     """cosine_similarity's result outside a graph (ops/gemm.py) in one host call: sum over ``axis`` (0 <= axis
     < ndim) of (a / max(|a|, eps)) (b / max(|b|, eps)), for C-contiguous float32/float64 ndarrays of one
-    shape and dtype; None for others (the op's backend calls). Not a primitive of the seam: the op's CPU
-    shortcut."""
+    shape and dtype; None for others (any other array, a CUDA one included: the op's backend calls). Not a
+    primitive of the seam: the op's CPU shortcut."""
     if (
         _COSINE is None
         or a.__class__ is not np.ndarray
