@@ -26,8 +26,10 @@ _NATIVE_WORK = 1 << 15
 
 
 def _native_attention(q, k, v):
-    """The host module where its forward takes q, k and v (C-contiguous float32/float64 arrays of one
-    dtype and batch shape that fit (..., L, E), (..., S, E), (..., S, Ev), of little work), else None."""
+    """The host module where its forward takes q, k and v (float32/float64 arrays of one dtype and batch
+    shape that fit (..., L, E), (..., S, E), (..., S, Ev), of little work), else None: whatever their
+    strides (a captured program's replay hands attention the views its eager run copied), so that the
+    same values take the same path."""
     fits = (
         (q.dtype == _F32 or q.dtype == _F64)
         and k.dtype == q.dtype
@@ -38,11 +40,19 @@ def _native_attention(q, k, v):
         and q.shape[-1] == k.shape[-1]
         and k.shape[-2] == v.shape[-2]
         and q.size * k.shape[-2] + q.shape[-2] * v.size <= _NATIVE_WORK
-        and q.flags.c_contiguous
-        and k.flags.c_contiguous
-        and v.flags.c_contiguous
     )
     return _NATIVE if fits else None
+
+
+def _rows(*arrays):
+    """The arrays C-contiguous (copies of strided ones: the host module reads rows)."""
+    return tuple(a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays)
+
+
+def _kept_probs(probs, q):
+    """Whether the host forward writes the probabilities into ``probs`` (a C-contiguous writeable array of
+    q's dtype; the replay's buffers are)."""
+    return probs.dtype == q.dtype and probs.flags.c_contiguous and probs.flags.writeable
 
 
 def _operands(op, q, k, v):
@@ -244,9 +254,13 @@ def attention(
     likewise: an array of the output's shape, a view of the replay's buffer) is where the output goes
     where it has the computing dtype."""
     _check_dropout_p("attention", dropout_p)
-    native = _native_attention(q, k, v) if mask is None and not dropout_p and probs is None and into is None else None
-    if native is not None:
-        return native.cpu_attention(q, k, v, is_causal, scale)
+    native = _native_attention(q, k, v) if mask is None and not dropout_p else None
+    if native is not None and (probs is None or _kept_probs(probs, q)):
+        out, lse = native.cpu_attention(*_rows(q, k, v), is_causal, scale, probs)
+        if into is not None and into.dtype == out.dtype:
+            np.copyto(into, out)
+            out = into
+        return out, lse
     qq, kk, vv = _operands("attention", q, k, v)
     # (the big temporaries are written in place; NumPy's warnings for log(0) and inf - inf in fully
     # masked rows are silenced by the package's filter, no np.errstate, which costs microseconds)
@@ -292,8 +306,11 @@ def attention_backward(
     _check_dropout_p("attention_backward", dropout_p)
     qq, kk, vv = _operands("attention_backward", q, k, v)
     gg, oo = _compute(g), _compute(out)
+    native = _native_attention(q, k, v) if mask is None and not dropout_p and probs is None else None
     if probs is not None:
         p = probs
+    elif native is not None and lse.dtype == q.dtype:
+        p = native.cpu_attention_probs(*_rows(q, k, lse), is_causal, scale)  # the host forward's, bit for bit
     else:
         # the probabilities as the forward computed them, bit for bit
         p, unshifted, keep = _attention_scores(qq, kk, mask, is_causal, scale)
