@@ -178,6 +178,11 @@ CALLS = [
     "F.adaptive_avg_pool2d(img[1], (5, 3))",
     "F.adaptive_avg_pool1d(seq, 4)",
     "F.adaptive_avg_pool1d(seq, 1)",
+    # the views' pieces, joined to compare (tests/test_view_lane.py compares the pieces themselves)
+    "t.cat(big.chunk(3, 1), 1)",
+    "t.cat(t.chunk(x64, 5), 0)",
+    "t.stack(t.unbind(big, 1), 1)",
+    "t.stack(x.unbind(), 0)",
 ]
 
 

@@ -227,3 +227,44 @@ def test_integer_and_mixed_dtype_in_place_ops():
     h = A.ones(2, dtype=A.float16)
     h.add_(A.tensor([0.5, 0.25]))
     assert h.dtype == A.float16 and h.tolist() == [1.5, 1.25]
+
+
+# a write in place through an as_strided view of an intermediate: the base's new history (CopySlices)
+# replays the view over the gradient laid out as the base is, and as_strided's rule saves only its
+# input's layout (the write bumps the version its values would be checked against)
+STRIDED_WRITES = {
+    "block": (lambda y: y.as_strided((2, 2), (4, 1), 1), lambda y: y),
+    "storage offset and column": (lambda y: y.as_strided((3,), (4,), 3), lambda y: y),
+    "of a transposed base": (lambda y: y.as_strided((2, 3), (1, 4)), lambda y: y.t().contiguous().t()),
+    "of a view of a view": (lambda y: y[1:].as_strided((2,), (5,), 5), lambda y: y),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRIDED_WRITES))
+def test_a_write_through_an_as_strided_view_differentiates_as_torch(name):
+    torch = pytest.importorskip("torch")
+    view, base = STRIDED_WRITES[name]
+    results = []
+    for m in (A, torch):
+        x = m.tensor(BASE.copy(), requires_grad=True)
+        w = m.tensor(1.5, dtype=m.float64, requires_grad=True)
+        y = base(x * 1.0)
+        v = view(y)
+        v.mul_(w)
+        v.add_(1.0)
+        weights = m.tensor(np.linspace(-1.0, 2.0, 12).reshape(3, 4))
+        (y * weights * y).sum().backward()
+        results.append((y.detach().numpy().copy(), x.grad.numpy().copy(), w.grad.numpy().copy()))
+    for ours, theirs in zip(*results):
+        np.testing.assert_allclose(ours, theirs)
+
+
+def test_a_write_through_an_as_strided_view_passes_gradcheck():
+    def fn(x, w):
+        y = x * 1.5
+        y.as_strided((2, 2), (3, 1), 1).mul_(w)
+        return y * y
+
+    x = A.tensor([[0.3, -0.7, 1.1], [0.4, 0.9, -1.3]], dtype=F64, requires_grad=True)
+    w = A.tensor([0.6, -0.2], dtype=F64, requires_grad=True)
+    assert gradcheck(fn, (x, w))

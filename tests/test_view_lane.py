@@ -12,6 +12,7 @@ import pytest
 
 import adcuda as torch
 from adcuda.ops import dispatch, registry
+from adcuda.tensor import replay_view
 
 # one call per op with an array function: (input shape, the call); a new such op needs a case here
 CASES = {
@@ -68,6 +69,9 @@ CASES = {
     "as_strided": [
         ((4, 6), lambda x: torch.as_strided(x, (3, 3), (6, 1), 2)),
         ((4, 6), lambda x: x.as_strided((2, 2), (1, 6))),
+        ((4, 6), lambda x: x.as_strided([2, 2], [1, 6], 3)),
+        ((4, 6), lambda x: x[1:].as_strided((2,), (7,))),
+        ((4, 6), lambda x: x.as_strided((4, 6), (6, 1), 0)),
     ],
 }
 
@@ -87,6 +91,14 @@ DECLINED = [
     ((4, 6), lambda x: x.squeeze(2)),
     ((4, 6), lambda x: x[5]),
     ((4, 6), lambda x: x[:, 1, 2]),
+    # a tuple equal to one just seen (kept by the array function), but not of ints
+    ((4, 6), lambda x: (x.as_strided((3, 3), (6, 1), 2), x.as_strided((3.0, 3), (6, 1), 2))[1]),
+    ((4, 6), lambda x: x.as_strided((3, 3), (6, 1), 2.0)),
+    ((4, 6), lambda x: x.as_strided((5, 5), (6, 1))),  # past the memory's end
+    ((4, 6), lambda x: x.as_strided((2, 2), (-1, 1), 4)),
+    ((4, 6), lambda x: x.as_strided((2, 2), (1,))),
+    ((4, 6), lambda x: x.as_strided((0, 2), (1, 1))),
+    ((4, 6), lambda x: x.expand(2, 5, 6)),
 ]
 
 
@@ -176,9 +188,7 @@ def test_the_lane_records_as_the_general_path(name, i, shape, call):
     # a view of an intermediate result, written in place, gives its base a new history (its rebuild)
     y_lane, y_general = x_lane * 1.0, x_general * 1.0
     v_lane, v_general = call(y_lane), _general_path(call, y_general)
-    # (as_strided's: the backward of a write through it replays it over the gradient's own memory, a
-    # defect of both paths, left to its own fix)
-    if v_lane._data.flags.writeable and name != "as_strided":
+    if v_lane._data.flags.writeable:
         v_lane.mul_(3.0)
         v_general.mul_(3.0)
         assert y_lane.grad_fn.name() == y_general.grad_fn.name()
@@ -241,3 +251,31 @@ def test_the_lane_is_the_path_taken(name, i, shape, call):
     assert op.view.__code__ in lane and op.forward.__code__ not in lane
     general = _called_codes(lambda: _general_path(call, x))
     assert op.forward.__code__ in general
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [lambda x: x.unbind(1), lambda x: x.split(2), lambda x: x.chunk(3, 1), lambda x: torch.tensor_split(x, 3)],
+)
+@pytest.mark.parametrize("of_a_view", [False, True])
+@pytest.mark.parametrize("grad_mode", [True, False])
+def test_pieces_made_in_one_call_link_as_the_entry_links_each(pieces, of_a_view, grad_mode):
+    # slice_key's ``views`` (the pieces of unbind, split, chunk in one call) against its entry per piece
+    outs = []
+    for run in (lambda f: f(), lambda f: _general_path(f)):
+        x = _source((4, 6))
+        base = x.t().t() if of_a_view else x
+        x.add_(1.0)  # (a version counter that has counted)
+        with torch.set_grad_enabled(grad_mode):
+            made = run(lambda base=base: pieces(base))
+        outs.append((x, base, made))
+    (x, base, lane), (x_general, base_general, general) = outs
+    assert len(lane) == len(general)
+    for a, b in zip(lane, general):
+        _same_view(a, b, base, base_general)
+        assert (a._base is x) == (b._base is x_general) and (a._base is base) == (b._base is base_general)
+        assert a._view_version == b._view_version and a._version.value == b._version.value
+        assert a._version is x._version
+        np.testing.assert_array_equal(replay_view(a._view_fn, a._base).numpy(), a.numpy())
+    x.mul_(2.0)
+    assert all(a._version.value == x._version.value for a in lane)

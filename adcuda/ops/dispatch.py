@@ -232,7 +232,7 @@ def make(forward, OP, NAME, _defaults, ACCEPTED, PLANS, KERNEL):
 
     def body({signature}):
 {body}
-    return entry
+{views}    return entry
 """
 
 # Which inputs take part in the graph is asked before whether grad mode is on (a thread-local read,
@@ -318,6 +318,55 @@ _VIEW_LANE_SOURCE = """        if _plain and {base}.__class__ is Tensor and {bas
                 _out._data = _r
                 _out._device = _CPU
 {link}"""
+
+
+# An op with a view lane also gets ``entry.views(base, calls)``: the views of ``base`` that its entry
+# would make for each tuple of arguments in ``calls`` (after the base), made in one frame with the lane's
+# array function and ``_VIEW_SOURCE``'s links, what the links read of the base read once; None (nothing
+# made) where the lane is closed, the base takes part in the graph (each view records: the entry's
+# work), or the array function declines any of them, for the caller to call the entry per view, which
+# records and names errors. The pieces of unbind, split and chunk: one call for all of them.
+_VIEWS_SOURCE = """
+    def views({base}, _calls):
+        if not (_plain and {base}.__class__ is Tensor and {base}._device is _CPU):
+            return None
+        _recording = grad_state.enabled
+        if _recording:
+            _mask = 0
+{checks}            if _mask:
+                return None
+        _d0 = {base}._data
+        _root = {base}._base
+        _vc = {base}._vc
+        _owner, _parent = {base}, None
+        if _root is not None:
+            if _vc is None:
+                _vc = _root._vc
+            if {base}._view_fn is not None:
+                _owner, _parent = _root, {base}._view_fn
+        _version = _vc.value if _vc is not None else 0
+        _views = []
+        for {arguments} in _calls:
+            try:
+                _r = KERNEL(_d0, {arguments})
+            except Exception:
+                return None
+            if _r is None or _r is _d0:
+                return None
+            _out = _new(Tensor)
+            _out._data = _r
+            _out._device = _CPU
+            _out._base = _owner
+            _out._view_fn = (_parent, entry, {replay}, {replay_keywords})
+            if _vc is not None:
+                _out._vc = _vc
+            if _recording:
+                _out._view_version = _version
+            _views.append(_out)
+        return _views
+
+    entry.views = views
+"""
 
 
 def _view_lane(op, values, link):
@@ -512,14 +561,37 @@ elif {x}.__class__ in _SEQUENCES and _any_takes_part({x}):
 # (a factory's host array wrapped, a draw of the host module): the forward's keyword call, NumPy's error
 # state switch (``fn`` makes no call that can warn) and the forward's helper frames are most of a small
 # factory's cost. An error in it is the path's to raise, named: the call takes the path below.
-_DIRECT_SOURCE = """        if _plain:
+_KERNEL_CALL_SOURCE = """        if _plain:
             try:
                 _r = KERNEL({arguments})
             except Exception:
                 _r = None  # the path below raises the op's named error
             if _r is not None:
-                return _r
 """
+_DIRECT_SOURCE = _KERNEL_CALL_SOURCE + "                return _r\n"
+
+
+# The kernel lane of an op declared with ``lane=fn`` (registry.py; one that records): while no hook is
+# attached (``_plain``), the entry first calls ``fn`` with the forward's parameters by position; an
+# array it gives is the output's, on the CPU, wrapped and recorded as the entry's path records (the same
+# checks of which inputs take part, the same plan). ``fn`` checks its own case (the tensors' kind,
+# device, dtype) and makes no NumPy call that can warn, so no error state is switched: the forward's
+# frames and switch are what it saves (cat's: half of a small join's cost). None, or an error, takes
+# the path below, which names it.
+_KERNEL_LANE_SOURCE = _KERNEL_CALL_SOURCE + (
+    "                _out = _new(Tensor)\n"
+    "                _out._data = _r\n"
+    "                _out._device = _CPU\n"
+    "{finish}                return _out\n"
+)
+
+
+def _kernel_lane(op, values):
+    """The kernel lane's lines of an op declared ``lane=fn`` (``_KERNEL_LANE_SOURCE``), and its kernel."""
+    checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
+    finish = _LANE_RECORD_SOURCE.format(checks=_indented(checks, 20), values=", ".join(values))
+    finish = "".join(line[4:] if line.strip() else line for line in finish.splitlines(keepends=True))
+    return _KERNEL_LANE_SOURCE.format(arguments=", ".join(values), finish=finish), op.lane
 
 
 def _indented(source, spaces):
@@ -763,6 +835,7 @@ def _bare_names(*sources):
 _RESERVED = _bare_names(
     _PLAIN_SOURCE, _ENTRY_SOURCE, _BODY_SOURCE, _VIEW_BODY_SOURCE, _VIEW_SOURCE, _CHECK_SOURCE,
     _LANE_SOURCE, _LANE_VALUE_SOURCE, _LANE_QUIET_CALL_SOURCE, _LANE_RECORD_SOURCE, _VIEW_LANE_SOURCE,
+    _KERNEL_LANE_SOURCE, _VIEWS_SOURCE,
 ) | {
     "_UNSET", "DTypeError", "_check_operand_dtypes", "_check_first_dtype",  # the preludes' names
 }  # fmt: skip
@@ -844,6 +917,8 @@ def _generated_entry(op):
     lane, kernel = _lane(op, defaults, values) if op.plain is not None else ("", None)
     if op.direct is not None:
         lane, kernel = _DIRECT_SOURCE.format(arguments=", ".join(values)), op.direct
+    if op.lane is not None:
+        lane, kernel = _kernel_lane(op, values)
     if lane_first:
         lane += dtype_check  # (after the lane: the path's)
     if op.composite or not op.differentiable:
@@ -861,6 +936,7 @@ def _generated_entry(op):
         exec(compile(source, _entry_filename(op), "exec"), globals(), made)
         return made["make"](op.forward, op, op.name, defaults, _accepted_arrays(op), kernel)
     checks = "".join(_CHECK_SOURCE.format(x=x, bit=1 << i) for i, x in enumerate(op.inputs))
+    views = ""
     if op.view:
         base = values[0]
         rest = [c for c in call[1:] if "=" not in c]
@@ -885,6 +961,14 @@ def _generated_entry(op):
         )
         if callable(op.view):
             lane, kernel = _view_lane(op, values, link), op.view
+            if len(values) > 1 and not keyword_only:  # (the arguments after the base, each a name)
+                views = _VIEWS_SOURCE.format(
+                    base=base,
+                    arguments=_tuple(values[1:]),
+                    checks=_indented(checks, 12),
+                    replay=replay,
+                    replay_keywords=replay_keywords,
+                )
     else:
         body = _BODY_SOURCE.format(
             call=", ".join(call),
@@ -897,6 +981,7 @@ def _generated_entry(op):
     source = _ENTRY_SOURCE.format(
         signature=", ".join(signature),
         body=body,
+        views=views,
         positional=_tuple(positional),
         keywords=keywords,
         tensors=_tuple(local.get(name, name) for name, _ in op.tensor_params),
@@ -1206,9 +1291,11 @@ def read_source(op, name):
 
 
 def _metadata(value, what):
-    """The shape, dtype or device of a tensor argument (a tuple of them for a list of tensors; None
-    for None)."""
+    """The shape, dtype, device or layout (shape, strides and storage offset) of a tensor argument (a
+    tuple of them for a list of tensors; None for None)."""
     if value.__class__ is Tensor:
+        if what == "layout":
+            return value._data.shape, value.stride(), value.storage_offset()
         return value._data.shape if what == "shape" else getattr(value, what)
     if value.__class__ in _SEQUENCES:
         return tuple(_metadata(v, what) for v in value)

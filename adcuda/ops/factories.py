@@ -729,7 +729,7 @@ def _spaced_direct(start, end, steps, dtype, device, requires_grad, base=None):
         if base is None:
             values = _evenly_spaced(float(start), float(end), steps, d)
         else:
-            values = np.power(float(base), _evenly_spaced(float(start), float(end), steps))
+            values = _log_spaced(float(base), float(start), float(end), steps, d)
         return wrapped(values if values.dtype is d else values.astype(d))
     finally:
         if token is not None:
@@ -787,6 +787,23 @@ def _evenly_spaced(start, end, steps, dtype=_F64):
     if steps > 1:
         values[-1] = end
     return values
+
+
+def _log_spaced(base, start, end, steps, dtype=_F64):
+    """``np.power(base, _evenly_spaced(start, end, steps))`` (floats): where the values are listed, each
+    power is Python's (the C library's pow, as NumPy's scalar loop: NumPy's vector loop may round a
+    float64 power's last bit the other way), in NumPy dtype ``dtype``, for half the cost of three
+    NumPy calls; else NumPy's (a float64 array)."""
+    div, delta = steps - 1, end - start
+    if 0 < div < _LISTED_STEPS and delta / div != 0 and base > 0:
+        step = delta / div
+        try:  # (the same exponents as _evenly_spaced's)
+            listed = [base ** (i * step + start) for i in range(div)]
+            listed.append(base**end)
+            return np.array(listed, dtype)
+        except OverflowError:  # (NumPy's power gives inf)
+            pass
+    return np.power(base, _evenly_spaced(start, end, steps))
 
 
 def _eye_direct(n, m=None, dtype=None, device=None, requires_grad=False):
@@ -1015,7 +1032,7 @@ def logspace(
 ) -> Tensor:
     if steps < 0:
         raise ShapeError(f"logspace: number of steps must be non-negative, got {steps}")
-    values = np.power(float(base), _evenly_spaced(float(start), float(end), int(steps)))
+    values = _log_spaced(float(base), float(start), float(end), int(steps))
     return _from_host("logspace", values, dtype or dt.default_float, device, requires_grad)
 
 

@@ -14,9 +14,12 @@ import numbers
 import operator
 from typing import TYPE_CHECKING, Any, overload
 
+from numpy import ndarray as _ndarray
+
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..backends import cpu as _cpu
+from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
 from .common import (
@@ -236,22 +239,86 @@ def _movedim_array(a, source, destination):
     return a.transpose(order)
 
 
-def _expand_array(a, size, implicit):
+def _expand_array(a, size, implicit=False):
+    # one look-up from (a's layout, the sizes asked for) to the view's shape and strides, and the view
+    # made over a's memory: the checks, the target and the strides (expand's forward, the backend's
+    # expand) are worked out once per layout and sizes, at the first call
+    try:
+        view = _EXPAND_VIEWS[a.shape, a.strides, size]
+    except (KeyError, TypeError):  # (TypeError: unhashable sizes, which take the path below)
+        view = _expand_view(a, size)
+    if view is None:
+        return a
+    r = _ndarray(view[0], a.dtype, a, 0, view[1])
+    r.setflags(False)  # as the backend's expand: its elements share memory (positional: a third cheaper)
+    return r
+
+
+def _expand_view(a, size):
+    """(shape, strides) of the expand of ``a`` to ``size``, None where it is ``a``'s own shape; kept
+    (``_EXPAND_VIEWS``) where ``a`` is a row-major array with elements (its memory starts the view) and
+    the sizes plain ints. The checks raise as expand's forward does."""
     target = _expanded_shape(a.shape, size)
-    return a if target == a.shape else _cpu.expand(a, target)
+    if target == a.shape:
+        view = None
+    else:
+        made = _cpu.expand(a, target)
+        view = made.shape, made.strides
+    if len(_EXPAND_VIEWS) < _EXPANDED_KEPT and a.flags.c_contiguous and a.size and _plain_sizes(size) is not None:
+        _EXPAND_VIEWS[a.shape, a.strides, size] = view
+    return view
+
+
+# (shape, strides, sizes) -> the view's (shape, strides), or None where the sizes give the shape back
+_EXPAND_VIEWS: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
 
 
 def _expand_as_array(a, other):
-    return _expand_array(a, other._data.shape, False)
-
-
-def _broadcast_to_array(a, size):
-    return _expand_array(a, size, False)
+    return _expand_array(a, other._data.shape)
 
 
 def _as_strided_array(a, size, stride, storage_offset):
-    offset = _cpu.storage_offset(a) if storage_offset is None else storage_offset
-    return _cpu.as_strided(a, tuple(size), tuple(stride), offset)
+    offset = 0 if storage_offset is None else storage_offset
+    plain = size.__class__ is tuple and stride.__class__ is tuple and offset.__class__ is int
+    if a.base is not None or not plain:
+        offset = _cpu.storage_offset(a) if storage_offset is None else storage_offset
+        return _cpu.as_strided(a, tuple(size), tuple(stride), offset)
+    # an array that owns its memory, sizes and strides as tuples: the view's strides in bytes, checked
+    # once per (sizes, strides, offset, memory), kept with the very tuples checked (an equal tuple may
+    # hold an equal float, which the checks refuse: a program's literal tuples are the same objects)
+    item = a.itemsize
+    key = (size, stride, offset, a.nbytes, item)
+    known = _AS_STRIDED_VIEWS.get(key)
+    if known is None or known[0] is not size or known[1] is not stride:
+        known = _as_strided_steps(key)
+        if known is None:
+            return None
+    return _ndarray(size, a.dtype, a, offset * item, known[2])
+
+
+def _as_strided_steps(key):
+    """(sizes, strides, the strides in bytes) of an as_strided view of memory of ``nbytes`` bytes
+    (``key``: sizes, strides, storage offset, nbytes, item size), kept; None where the backend's checks
+    (check_as_strided) would not pass it as it is: the forward then names the error."""
+    size, stride, offset, nbytes, item = key
+    if len(size) != len(stride) or offset < 0:
+        return None
+    last = offset
+    steps = []
+    for n, step in zip(size, stride):
+        if n.__class__ is not int or step.__class__ is not int or n <= 0 or step < 0:
+            return None
+        last += (n - 1) * step
+        steps.append(step * item)
+    if last * item >= nbytes:
+        return None
+    known = size, stride, tuple(steps)
+    if len(_AS_STRIDED_VIEWS) < _EXPANDED_KEPT or key in _AS_STRIDED_VIEWS:
+        _AS_STRIDED_VIEWS[key] = known
+    return known
+
+
+_AS_STRIDED_VIEWS: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -707,7 +774,7 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
     return _expanded(input, _expanded_shape(input._data.shape, other._data.shape))
 
 
-@op("broadcast_to", doc="expand to size.", view=_broadcast_to_array, node="ExpandBackward0", grads=_EXPAND_GRADS)
+@op("broadcast_to", doc="expand to size.", view=_expand_array, node="ExpandBackward0", grads=_EXPAND_GRADS)
 def broadcast_to(input: Tensor, *size: int | Sequence[int]) -> Tensor:
     return _expanded(input, _expanded_shape(input._data.shape, size))
 
@@ -800,14 +867,27 @@ def _slices(input, d, bounds):
     """The views of input from each of ``bounds`` to the next along dim ``d`` (empty where the next is
     smaller): slice_key called directly, one dispatch a piece (split, chunk, tensor_split; narrow's and
     getitem's would add two)."""
+    keys = _slice_keys(d, bounds)
+    return _pieces(input, keys) or tuple([slice_key(input, key) for key in keys])
+
+
+def _slice_keys(d, bounds):
+    """The keys of ``_slices``' pieces."""
     lead = (_FULL,) * d
-    pieces = []
+    keys = []
     start = bounds[0]
     for stop in bounds[1:]:  # (a plain loop: a generator and max() per piece cost half a slice_key)
         # (no trailing Ellipsis: compiled programs match the pieces' gradient writes by these keys)
-        pieces.append(slice_key(input, lead + (slice(start, stop if stop > start else start),)))
+        keys.append(lead + (slice(start, stop if stop > start else start),))
         start = stop
-    return tuple(pieces)
+    return keys
+
+
+def _pieces(input, keys):
+    """slice_key's views of input at each of ``keys``, made in one call by its view lane (``views``); None
+    where that declines (a hook attached, an input in the graph: one entry call each is then the caller's)."""
+    views = slice_key.views(input, [(key, None) for key in keys])
+    return None if views is None else tuple(views)
 
 
 def _contiguous_method(self: Tensor) -> Tensor:
@@ -881,6 +961,48 @@ def _cat_grad(grad, tensors_shape, dim):
     return grads
 
 
+def _cpu_arrays(tensors):
+    """The arrays of a list or tuple of CPU tensors (``_same_kind_arrays``), else None: the joins' lanes."""
+    if tensors.__class__ is not list and tensors.__class__ is not tuple or not tensors:
+        return None
+    try:  # (_same_kind_arrays' loops, with CPU as the device: two frames fewer)
+        arrays = [t._data for t in tensors]
+        devices = [t._device for t in tensors]
+    except AttributeError:
+        return None
+    return arrays if devices.count(CPU) == len(devices) else None
+
+
+def _cat_lane(tensors, dim=0):
+    """cat's common case (the forward's first branch) on the CPU, for the entry's kernel lane."""
+    arrays = _cpu_arrays(tensors)
+    if arrays is None or dim.__class__ is not int:
+        return None
+    ndim = arrays[0].ndim
+    if not ndim or not -ndim <= dim < ndim:
+        return None
+    return _cpu.cat(arrays, dim % ndim)  # (other sizes or dtypes raise: the path names or promotes them)
+
+
+def _stacked_rows(bk, arrays):
+    """stack's common case (rows stacked into a batch): the arrays joined along a new dim 0, where the
+    backend's cat checks the other dims and the dtypes (raising ValueError or DTypeError: the forward's
+    general part names or promotes them; len() reads the sizes along dim 0 without a shape tuple);
+    None where their sizes along dim 0 differ or one has no dims."""
+    sizes = _leading_sizes(arrays)
+    if sizes is None or not _all_same(sizes):
+        return None
+    return bk.view(bk.cat(arrays, 0), (len(arrays),) + arrays[0].shape)
+
+
+def _stack_lane(tensors, dim=0):
+    """stack's common case on the CPU, for the entry's kernel lane."""
+    arrays = _cpu_arrays(tensors)
+    if arrays is None or dim.__class__ is not int or dim != 0:
+        return None
+    return _stacked_rows(_cpu, arrays)
+
+
 @op(
     "cat",
     doc="The tensors joined along dim.",
@@ -888,6 +1010,7 @@ def _cat_grad(grad, tensors_shape, dim):
     method=False,
     aliases=("concat", "concatenate"),
     grads={"tensors": _cat_grad},
+    lane=_cat_lane,
 )
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
@@ -933,6 +1056,7 @@ def _stack_grad(grad, dim):
     node="StackBackward0",
     method=False,
     grads={"tensors": _stack_grad},
+    lane=_stack_lane,
 )
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     # one op of its own, not an unsqueeze per tensor and a cat: a batch built of 32 rows took 32 + 1
@@ -941,17 +1065,13 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if not tensors:
         raise ValueError("stack: expected a non-empty list of Tensors")
     arrays = _same_kind_arrays(tensors)
-    sizes = _leading_sizes(arrays) if arrays is not None and dim == 0 else None
-    if sizes is not None and _all_same(sizes):
-        # the common case (rows stacked into a batch): joined along dim 0, where the backend's cat
-        # checks the other dims and the dtypes (len() reads the sizes along it without a shape tuple)
-        bk = primitives(tensors[0])
+    if arrays is not None and dim == 0:
         try:
-            joined = bk.cat(arrays, 0)
+            rows = _stacked_rows(primitives(tensors[0]), arrays)
         except (ValueError, DTypeError):
-            pass
-        else:
-            return wrap(bk.view(joined, (len(arrays),) + arrays[0].shape), tensors[0]._device)
+            rows = None
+        if rows is not None:
+            return wrap(rows, tensors[0]._device)
     if arrays is not None and not (_all_same([a.shape for a in arrays]) and _all_same([a.dtype for a in arrays])):
         arrays = None  # another shape (refused below) or dtype (promoted)
     if arrays is None:
@@ -1036,7 +1156,29 @@ def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int 
     return _slices(input, d, bounds)
 
 
-@op("chunk", doc="chunks nearly equal pieces along dim (views).", composite=True)
+def _chunk_bounds(size, chunks):
+    step = max(-(-size // chunks), 1)
+    return list(range(0, size, step)) + [size]
+
+
+def _plain_dim_of(input, dim):
+    """``dim`` wrapped where input is a Tensor with that dim and dim a plain int (the direct lanes of
+    chunk and unbind), else None."""
+    if input.__class__ is not Tensor or dim.__class__ is not int:
+        return None
+    return _plain_dim(dim, input._data.ndim)
+
+
+def _chunk_direct(input, chunks, dim=0):
+    """chunk's common case (a non-empty dim of plain ints) as its entry's direct lane: the pieces in one
+    ``views`` call; None for any other call, or where that declines."""
+    d = _plain_dim_of(input, dim)
+    if d is None or chunks.__class__ is not int or chunks <= 0 or not input._data.shape[d]:
+        return None
+    return _pieces(input, _slice_keys(d, _chunk_bounds(input._data.shape[d], chunks)))
+
+
+@op("chunk", doc="chunks nearly equal pieces along dim (views).", composite=True, direct=_chunk_direct)
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
@@ -1046,16 +1188,27 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     size = shape[d]
     if size == 0:  # PyTorch gives ``chunks`` empty pieces here
         return _slices(input, d, [0] * (chunks + 1))
-    step = max(-(-size // chunks), 1)
-    return _slices(input, d, list(range(0, size, step)) + [size])
+    return _slices(input, d, _chunk_bounds(size, chunks))
 
 
-@op("unbind", doc="The slices along dim, as a tuple (views).", composite=True)
-def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
-    d = _real_dim("unbind", input, dim)
+def _unbind_keys(d, size):
     # keys that end in an Ellipsis already (the CPU primitive adds one to keep a 0-d piece a view)
     lead = (_FULL,) * d
-    return tuple([slice_key(input, lead + (i, Ellipsis)) for i in range(input._data.shape[d])])
+    return [lead + (i, Ellipsis) for i in range(size)]
+
+
+def _unbind_direct(input, dim=0):
+    """unbind's common case as its entry's direct lane: the pieces in one ``views`` call (None where that
+    declines, or for any other call)."""
+    d = _plain_dim_of(input, dim)
+    return None if d is None else _pieces(input, _unbind_keys(d, input._data.shape[d]))
+
+
+@op("unbind", doc="The slices along dim, as a tuple (views).", composite=True, direct=_unbind_direct)
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    d = _real_dim("unbind", input, dim)
+    keys = _unbind_keys(d, input._data.shape[d])
+    return _pieces(input, keys) or tuple([slice_key(input, key) for key in keys])
 
 
 @op("select", doc="The slice at index along dim, without that dim (a view).", composite=True)
@@ -1467,6 +1620,12 @@ def _stacked(name, tensors, layout):
     cat joins them. One dispatch a call, not a reshape for each tensor and a cat."""
     min_ndim, shape_of, dim_of = layout
     pieces = list(tensors)
+    arrays = _same_kind_arrays(pieces) if pieces else None
+    if arrays is not None:
+        try:
+            return wrap(_joined(primitives(pieces[0]), arrays, layout), pieces[0]._device)
+        except (ValueError, DTypeError):
+            pass
     if not pieces:
         raise _not_tensors(name)
     for i, t in enumerate(pieces):
@@ -1476,6 +1635,28 @@ def _stacked(name, tensors, layout):
         if a.ndim < min_ndim:
             pieces[i] = wrap(_view_or_copy(primitives(t), a, shape_of(a.shape)), t._device)
     return cat.op.forward(pieces, dim_of(pieces[0]._data.ndim))
+
+
+def _joined(bk, arrays, layout):
+    """The arrays of a ``_stacked`` op's tensors (a list, changed in place) viewed with its layout and
+    joined by the backend's cat directly (cat's own common case): no tensor made for a piece, no second
+    forward. Another dtype or size raises (ValueError, DTypeError): the general path then promotes or
+    names it."""
+    min_ndim, shape_of, dim_of = layout
+    for i, a in enumerate(arrays):
+        if a.ndim < min_ndim:
+            arrays[i] = _view_or_copy(bk, a, shape_of(a.shape))
+    return bk.cat(arrays, dim_of(arrays[0].ndim))
+
+
+def _stacked_lane(layout):
+    """The kernel lane of a ``_stacked`` op: its join of CPU tensors."""
+
+    def lane(tensors):
+        arrays = _cpu_arrays(tensors)
+        return None if arrays is None else _joined(_cpu, arrays, layout)
+
+    return lane
 
 
 def _stacked_grads(layout):
@@ -1517,7 +1698,15 @@ def _stack_op(name, doc, layout, aliases=()):
         return _stacked(name, tensors, layout)
 
     forward.__name__ = forward.__qualname__ = name
-    return op(name, doc=doc, method=False, aliases=aliases, node="CatBackward0", grads=_stacked_grads(layout))(forward)
+    return op(
+        name,
+        doc=doc,
+        method=False,
+        aliases=aliases,
+        node="CatBackward0",
+        grads=_stacked_grads(layout),
+        lane=_stacked_lane(layout),
+    )(forward)
 
 
 hstack = _stack_op("hstack", "The tensors joined column-wise (along dim 1; dim 0 for vectors).", _HSTACK)
@@ -2037,13 +2226,15 @@ def _storage_positions(shape, strides, offset, device):
     return positions
 
 
-def _as_strided_grad(grad, input, size, stride, storage_offset):
+def _as_strided_grad(grad, input_layout, size, stride, storage_offset):
     """The gradient of a strided view of input's memory: the output's gradient added up at each memory
     position it was read from (an element read twice gets both), then read back at input's own
-    positions (PyTorch's rule for inputs that do not overlap themselves)."""
-    offset = input.storage_offset() if storage_offset is None else storage_offset
+    positions (PyTorch's rule for inputs that do not overlap themselves). Only input's layout is
+    saved, not its values: a write through the view in place leaves the gradient computable."""
+    shape, strides, own_offset = input_layout
+    offset = own_offset if storage_offset is None else storage_offset
     read = _storage_positions(tuple(grad.shape), tuple(stride), offset, grad.device).reshape(-1)
-    own = _storage_positions(tuple(input.shape), input.stride(), input.storage_offset(), grad.device)
+    own = _storage_positions(shape, strides, own_offset, grad.device)
     extent = builtins.max([int(read.max()) + 1 if read.numel() else 0, int(own.max()) + 1 if own.numel() else 0])
     memory = full((extent,), 0, dtype=grad.dtype, device=grad.device).index_add(0, read, grad.reshape(-1))
     return memory[own]

@@ -119,15 +119,20 @@ def _rebase_view_history(view, result):
     base's previous history and ``result``."""
     base = view._base
     view_fn = view._view_fn
+    strided = _reads_memory_positions(view_fn)
 
     def mask_outside_view(g):
         bk = primitives(g)
         mask = Tensor._make(bk.full(tuple(g.shape), 1, g.dtype), g._device)
+        if strided:
+            mask = _laid_out_as(old_base, mask)
         inner = replay_view(view_fn, mask)
         bk.copy_(inner._data, 0)
         return mask
 
     def backward(node, g):
+        if strided:
+            g = _laid_out_as(old_base, g)
         inner = replay_view(view_fn, g)
         return g * mask_outside_view(g), inner
 
@@ -142,3 +147,26 @@ def _rebase_view_history(view, result):
     # the view now reads from the base's new history
     fresh = replay_view(view_fn, base)
     set_history(view, fresh._grad_fn, fresh._output_nr)
+
+
+def _reads_memory_positions(chain):
+    """Whether a chain of view steps (``Tensor._view_fn``) has an as_strided step, whose sizes, strides
+    and storage offset name positions in memory rather than in the tensor it is applied to."""
+    while chain is not None:
+        if chain[1].op.name == "as_strided":  # (a step's entry carries its op's declaration)
+            return True
+        chain = chain[0]
+    return False
+
+
+def _laid_out_as(base, g):
+    """``g``'s values (``base``'s shape) in memory of its own laid out as ``base``'s is (its strides and
+    storage offset), for the replay of an as_strided view over a gradient to read the positions it
+    read from ``base`` (PyTorch's CopySlices lays the gradient out so too). A copy, recorded when a
+    graph of the backward is being built."""
+    bk = primitives(g)
+    shape, strides, offset = tuple(base._data.shape), base.stride(), base.storage_offset()
+    extent = 0 if 0 in shape else offset + sum((n - 1) * s for n, s in zip(shape, strides)) + 1
+    memory = bk.full((extent,), 0, g.dtype)
+    out = Tensor._make(bk.as_strided(memory, shape, strides, offset), g._device)
+    return out.copy_(g)

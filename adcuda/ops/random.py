@@ -158,8 +158,6 @@ def _filled_in_place(self, kind, scale, shift, generator):
     if (
         _HOST_FILL_FROM is None
         or data.__class__ is not np.ndarray
-        or data.dtype is not _F32
-        and data.dtype is not _F64
         or self._requires_grad
         or self._grad_fn is not None
         or self._base is not None
@@ -167,9 +165,8 @@ def _filled_in_place(self, kind, scale, shift, generator):
         or _random_module._draw_observer is not None
     ):
         return None
-    flags = data.flags
-    if not (flags.c_contiguous and flags.writeable):
-        return None
+    # (the fill refuses another dtype than float32/float64, or an array not C-contiguous and writeable,
+    # with an error before it draws: the entry's lane then takes the forward)
     if not _HOST_FILL_FROM(data, kind, scale, shift, generator or default_generator):
         return None  # (another thread holds the generator's lock: the forward waits for it)
     vc = self._vc

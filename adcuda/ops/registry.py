@@ -19,7 +19,8 @@ The declaration says everything the rest of adcuda needs:
   names computed together) to a formula written with differentiable ops, so ``create_graph=True``
   keeps giving higher orders. A formula's parameter names say what it reads: ``grad`` (the output's
   gradient), ``result`` (the output), any forward parameter, ``<parameter>_shape`` (only the shape of
-  a tensor parameter, which then is not kept alive; ``_dtype`` and ``_device`` likewise), or an
+  a tensor parameter, which then is not kept alive; ``_dtype`` and ``_device`` likewise; ``_layout``:
+  its shape, strides and storage offset, in elements), or an
   ``extra_outputs`` name (values the forward computes for backward only, like layer_norm's
   ``mean``/``rstd``). The dispatch point saves exactly
   those (tensors with their version counters), for the inputs that require grad. Gradients are
@@ -57,6 +58,12 @@ The declaration says everything the rest of adcuda needs:
   the entry calls it first while no hook is attached (its direct lane, adcuda/ops/dispatch.py), without
   switching NumPy's error state, so it makes no NumPy call that can warn (a factory's allocation, a
   host module's draw). The factories' and random draws' CPU case.
+- **lane**: ``lane=fn`` (an op of one output, neither view nor composite, with no ``plain`` kind) gives
+  the op's common case on the CPU as one function of the forward's parameters, by position, returning
+  the output's host array, or None (or raising) where the call takes the forward after all: the
+  entry wraps that array and records as its path does, while no hook is attached (its kernel lane,
+  adcuda/ops/dispatch.py), without switching NumPy's error state (``fn`` makes no call that can
+  warn). cat and the stack family's joins.
 - **policy**: ``autocast`` (``"lower"``, ``"float32"``, ``"promote"``, ``"float32_result"`` or None) is applied at the
   dispatch point; type promotion is the forward's (``result_type``).
 - **forms**: ``function`` (``adcuda.<name>``), ``method`` (``Tensor.<name>``), ``inplace``
@@ -90,7 +97,7 @@ Forward = TypeVar("Forward", bound=Callable[..., Any])
 Inputs = ParamSpec("Inputs")
 
 _FORMULA_INPUTS = ("grad", "result")
-_METADATA = ("shape", "dtype", "device")  # ``input_shape``: only that of a tensor parameter is kept
+_METADATA = ("shape", "dtype", "device", "layout")  # ``input_shape``: only that of a tensor parameter is kept
 
 
 class Formula:
@@ -131,6 +138,7 @@ class OpDef:
         dtypes=None,
         plain=None,
         direct=None,
+        lane=None,
     ):
         if not doc or "\n" in doc.strip():
             raise ValueError(f"op {name!r}: doc must be one line")
@@ -148,6 +156,7 @@ class OpDef:
         self.dtypes = dtypes
         self.plain = _table_plain(name, self.signature) if plain is None else plain or None
         self.direct = direct
+        self.lane = lane
         self.view = view
         self.extra_outputs = tuple(extra_outputs)
         self.node = node
@@ -199,6 +208,8 @@ class OpDef:
         self.differentiable = bool(self.grads) if differentiable is None else differentiable
         if direct is not None and self.differentiable and not composite:
             raise ValueError(f"op {name!r}: direct= is for an op that records nothing itself")
+        if lane is not None and (view or self.extra_outputs or self.plain or direct or composite):
+            raise ValueError(f"op {name!r}: lane= is for an op of one output, no view, with no other lane")
         if self.differentiable and not composite and not self.grads:
             raise ValueError(f"op {name!r}: a differentiable op needs grads (or composite=True)")
         # backward plans by the bit mask of the inputs that require grad, made on first use
@@ -309,6 +320,7 @@ def op(
     dtypes=None,
     plain=None,
     direct=None,
+    lane=None,
 ) -> Callable[[Forward], Forward]: ...
 @overload
 def op(
@@ -333,6 +345,7 @@ def op(
     dtypes=None,
     plain=None,
     direct=None,
+    lane=None,
 ) -> "Callable[[Callable[Inputs, Any]], Callable[Inputs, Tensor]]": ...
 def op(
     name: str,
@@ -356,6 +369,7 @@ def op(
     dtypes=None,
     plain=None,
     direct=None,
+    lane=None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare an op (see the module docstring); returns its dispatching entry point, which
     carries the declaration as ``.op``."""
@@ -387,6 +401,7 @@ def op(
             dtypes=dtypes,
             plain=plain,
             direct=direct,
+            lane=lane,
         )
         _REGISTRY[name] = definition
         return definition.entry
