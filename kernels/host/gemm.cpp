@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "bind_types.h"
+#include "bind_types.h"  // (RowMajor)
 
 namespace py = pybind11;
 
@@ -67,14 +67,14 @@ py::array_t<T> cosine_similarity(const RowMajor<T>& a, const RowMajor<T>& b, Ind
 }  // namespace
 
 void bind_gemm(py::module_& m) {
-  // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
-  for_types<float, double>([&](auto type) {
-    using T = decltype(type);
-    m.def("cpu_cosine_similarity", &cosine_similarity<T>, py::arg("a").noconvert(), py::arg("b").noconvert(),
-          py::arg("axis"), py::arg("eps"),
-          "Cosine similarity of C-contiguous float32/float64 arrays of one shape and dtype along axis (0 <= axis < "
-          "ndim): sum (a / max(|a|, eps)) (b / max(|b|, eps)), in their dtype.");
-  });
+  const char* doc =
+      "Cosine similarity of C-contiguous float32/float64 arrays of one shape and dtype along axis (0 <= axis < ndim): "
+      "sum (a / max(|a|, eps)) (b / max(|b|, eps)), in their dtype.";
+  // (noconvert: another dtype or a strided array is the caller's to handle)
+  m.def("cpu_cosine_similarity", &cosine_similarity<float>, py::arg("a").noconvert(), py::arg("b").noconvert(),
+        py::arg("axis"), py::arg("eps"));
+  m.def("cpu_cosine_similarity", &cosine_similarity<double>, py::arg("a").noconvert(), py::arg("b").noconvert(),
+        py::arg("axis"), py::arg("eps"), doc);
 }
 
 }  // namespace adcuda::host
