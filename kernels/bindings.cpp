@@ -23,9 +23,12 @@
 namespace py = pybind11;
 
 namespace adcuda::host {
+void bind_attention(py::module_& m);    // kernels/host/attention.cpp
 void bind_convolution(py::module_& m);  // kernels/host/convolution.cpp
 void bind_elementwise(py::module_& m);  // kernels/host/elementwise.cpp
+void bind_gemm(py::module_& m);         // kernels/host/gemm.cpp
 void bind_norm(py::module_& m);         // kernels/host/norm.cpp
+void bind_norm_running(py::module_& m);  // kernels/host/norm_running.cpp
 void bind_optim(py::module_& m);        // kernels/host/optim.cpp
 void bind_pooling(py::module_& m);      // kernels/host/pooling.cpp
 void bind_recurrent(py::module_& m);    // kernels/host/recurrent.cpp
@@ -211,9 +214,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("cuda_synchronize", &adcuda::synchronize, py::call_guard<py::gil_scoped_release>(),
         "Wait for all work on the current CUDA device to finish.");
 
+  adcuda::host::bind_attention(m);
   adcuda::host::bind_convolution(m);
   adcuda::host::bind_elementwise(m);
+  adcuda::host::bind_gemm(m);
   adcuda::host::bind_norm(m);
+  adcuda::host::bind_norm_running(m);
   adcuda::host::bind_optim(m);
   adcuda::host::bind_pooling(m);
   adcuda::host::bind_recurrent(m);

@@ -1,15 +1,21 @@
 """scaled_dot_product_attention's plain case (ops/attention.py ``_plain``): CPU float32/float64 query,
 key and value of one batch shape that take no part in a graph, no mask, dropout or grouped heads and no
 hook attached call the fused primitive at once; the result is the general path's, bit for bit, and every
-other call takes that path (checks, broadcasting, recording)."""
+other call takes that path (checks, broadcasting, recording). The CPU primitive's host forward for small
+calls without mask or dropout (kernels/host/attention.cpp) against its NumPy reference."""
+
+import importlib
 
 import numpy as np
 import pytest
-from helpers import general_path
+from helpers import general_path, native_and_numpy
 
 import adcuda
 import adcuda.nn.functional as F
 from adcuda.errors import AdcudaError
+
+# (the module: adcuda.backends.cpu's package namespace binds the name to the function)
+cpu_attention = importlib.import_module("adcuda.backends.cpu.attention")
 
 
 @pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float64])
@@ -44,3 +50,62 @@ def test_other_calls_take_the_path():
         F.scaled_dot_product_attention(q, adcuda.ones(2, 4, 3), q)
     with pytest.raises(AdcudaError, match="scaled_dot_product_attention"):
         F.scaled_dot_product_attention(q, q.double(), q)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((2, 2, 8, 8), (2, 2, 8, 8), (2, 2, 8, 8)),
+        ((3, 5, 4), (3, 7, 4), (3, 7, 6)),  # L < S, Ev != E
+        ((4, 3), (2, 3), (2, 1)),  # L > S: causal rows past the keys see them all
+        ((1, 1), (1, 1), (1, 3)),
+        ((2, 0, 3), (2, 4, 3), (2, 4, 5)),  # no queries
+    ],
+)
+def test_the_host_forward_matches_numpy(monkeypatch, dtype, is_causal, shapes):
+    """kernels/host/attention.cpp against the NumPy path, its reference: output and logsumexp, a NaN,
+    +inf and -inf query element each poisoning its row as NumPy's formulas do."""
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal(s).astype(dtype) * 3 for s in shapes)
+    for poison in (None, np.nan, np.inf, -np.inf):
+        qq = q.copy()
+        if poison is not None and qq.size:
+            qq.reshape(-1)[0] = poison
+        with np.errstate(all="ignore"):  # (the reference's log(0) and inf - inf of poisoned rows)
+            (out, lse), (out_ref, lse_ref) = native_and_numpy(
+                monkeypatch, cpu_attention, cpu_attention.attention, qq, k, v, None, is_causal, 0.35
+            )
+        for got, want in ((out, out_ref), (lse, lse_ref)):
+            assert got.dtype == want.dtype == dtype and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=2e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+
+
+def test_the_host_forward_takes_only_what_it_computes(monkeypatch):
+    """Masks, dropout, mixed dtypes, broadcast batch dims and large products go to NumPy; strided arrays
+    to the host module (copied), as a captured replay's views of what its eager run copied."""
+    calls = []
+    native = cpu_attention._NATIVE
+
+    class Spy:
+        def cpu_attention(self, *args):
+            calls.append(args)
+            return native.cpu_attention(*args)
+
+    monkeypatch.setattr(cpu_attention, "_NATIVE", Spy())
+    q = np.ones((2, 4, 5), np.float32)
+    cpu_attention.attention(q, q, q, None, False, 0.5)
+    strided = q.transpose(0, 2, 1).copy().transpose(0, 2, 1)
+    out, _ = cpu_attention.attention(strided, q, q, None, False, 0.5)
+    assert len(calls) == 2 and out.tobytes() == cpu_attention.attention(q, q, q, None, False, 0.5)[0].tobytes()
+    big = np.ones((2, 128, 64), np.float32)
+    for args in (
+        (q, q, q, np.ones((4, 4), bool), False, 0.5),
+        (q, q, q, None, False, 0.5, 0.5, 1, 0),  # dropout
+        (q, q.astype(np.float64), q, None, False, 0.5),
+        (np.ones((3, 2, 4, 5), np.float32), q, q, None, False, 0.5),
+        (big, big, big, None, False, 0.5),
+    ):
+        cpu_attention.attention(*args)
+    assert len(calls) == 3

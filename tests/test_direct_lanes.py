@@ -54,6 +54,8 @@ def _scope():
         "far": t.tensor([[0, 3, 1], [1, 1, 0]]),  # 3: out of range along dim 1
         "mask": t.tensor([[True, False, True], [False, True, True]]),
         "index": importlib.import_module("adcuda.ops.index"),  # (getitem has the [] operator alone)
+        "img": t.tensor(np.random.default_rng(3).standard_normal((2, 3, 7, 8)).astype(np.float32)),
+        "seq": t.tensor(np.random.default_rng(4).standard_normal((2, 3, 9))),
     }
 
 
@@ -273,6 +275,30 @@ CALLS = [
     "x[mask]",
     "x[0, idx[0]]",
     "x[[1, 0], ..., [2, 2]]",
+    # pooling: the host module's forwards on the input's array
+    "F.max_pool2d(img, 2)",
+    "F.max_pool2d(img, 3, 2, 1, ceil_mode=True)",
+    "F.max_pool2d(img[0], (2, 3), dilation=2)",  # unbatched
+    "F.max_pool2d(img, 2, return_indices=True)[1]",
+    "F.max_pool2d(img.double().mT, 2)",  # strided: the forward
+    "F.max_pool1d(seq, 2)",
+    "F.max_pool1d(seq[1], 3, 2, 1)",
+    "F.avg_pool2d(img, 2)",
+    "F.avg_pool2d(img.double(), 3, 2, 1, True, False)",
+    "F.avg_pool2d(img, 2, divisor_override=3)",
+    "F.avg_pool2d(img[:, :0], 2)",  # no channels: the forward
+    "F.avg_pool1d(seq, 2)",
+    "F.avg_pool1d(seq, 4, 3, 2, ceil_mode=True, count_include_pad=False)",
+    "F.adaptive_max_pool2d(img, 4)",
+    "F.adaptive_max_pool2d(img, (3, None))",
+    "F.adaptive_max_pool2d(img[1], 3, return_indices=True)[1]",
+    "F.adaptive_max_pool1d(seq, 4)",
+    "t.adaptive_max_pool1d(seq[0], (3,))[1]",
+    "F.max_pool1d(seq, 2, return_indices=True)[1]",
+    "F.adaptive_avg_pool2d(img, 4)",
+    "F.adaptive_avg_pool2d(img[1], (5, 3))",
+    "F.adaptive_avg_pool1d(seq, 4)",
+    "F.adaptive_avg_pool1d(seq, 1)",
     # the views' pieces, joined to compare (tests/test_view_lane.py compares the pieces themselves)
     "t.cat(big.chunk(3, 1), 1)",
     "t.cat(t.chunk(x64, 5), 0)",
@@ -379,6 +405,28 @@ def test_the_lanes_leave_grad_and_history_to_the_forward():
     y = leaf * 2
     z = F.rrelu(y, training=True)
     assert z.requires_grad and z.grad_fn is not None
+
+
+def test_pooling_lanes_leave_grad_views_and_errors_to_the_forward():
+    img = t.ones(1, 2, 4, 4, requires_grad=True)
+    for out in (F.max_pool2d(img, 2), F.avg_pool2d(img, 2), F.adaptive_avg_pool2d(img, 2), F.max_pool2d(img[:], 2)):
+        assert out.grad_fn is not None
+    plain = t.ones(1, 2, 4, 4)
+    with t.no_grad():
+        assert F.avg_pool2d(img, 2).grad_fn is None
+    assert _forward_ran("avg_pool2d", "F.avg_pool2d(img[:1], 2)")  # a view: the forward
+    assert F.max_pool2d(plain, 2).shape == (1, 2, 2, 2)  # its plan made first: not the float call's below
+    for op, call in (
+        ("max_pool2d", lambda: F.max_pool2d(plain, 2.0)),  # (2.0 == 2 in a plan's key)
+        ("avg_pool2d", lambda: F.avg_pool2d(plain, 5)),
+        ("avg_pool2d", lambda: F.avg_pool2d(plain, 2, padding=2)),
+        ("avg_pool2d", lambda: F.avg_pool2d(plain, 2, divisor_override=0)),
+        ("adaptive_avg_pool2d", lambda: F.adaptive_avg_pool2d(plain, (2, 2, 2))),
+        ("max_pool1d", lambda: F.max_pool1d(t.ones(2, 3, 0), 1)),
+        ("adaptive_max_pool1d", lambda: F.adaptive_max_pool1d(plain, 2)),
+    ):
+        with pytest.raises(AdcudaError, match=op):
+            call()
 
 
 def test_errors_are_the_forwards_and_nothing_is_drawn_first():

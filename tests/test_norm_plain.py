@@ -3,6 +3,8 @@ in a graph, with no hook attached, calls the primitive straight away; it gives w
 path gives, bit for bit, and every other call (a hook, an input or a parameter that takes part, a
 parameter of another dtype or shape) still takes the path that checks, promotes and records."""
 
+import importlib
+
 import numpy as np
 import pytest
 from helpers import general_path
@@ -87,3 +89,40 @@ def test_batch_norm_updates_the_running_statistics_as_the_general_path(dtype):
         F.batch_norm(adcuda.ones(1, 4), adcuda.zeros(4), adcuda.ones(4), training=True)  # one value per channel
     with pytest.raises(AdcudaError, match="instance_norm"):
         F.instance_norm(adcuda.ones(2, 4, 1))
+
+
+def test_the_running_statistics_host_update_is_the_ops(monkeypatch):
+    """The backend's one-call update (kernels/host/norm_running.cpp) against the ops' (``_RUNNING`` None),
+    bit for bit, for either statistic alone, a strided running tensor (a view: written through to its
+    base) and a running tensor of another dtype (the ops' path: its cast)."""
+    cpu_norm = importlib.import_module("adcuda.backends.cpu.norm")
+    x = adcuda.tensor(np.random.default_rng(8).standard_normal((3, 4, 5)), dtype=adcuda.float32)
+
+    def run():
+        rng = np.random.default_rng(9)
+        strided = adcuda.tensor(rng.uniform(1, 2, 8), dtype=adcuda.float32)
+        cases = [
+            (adcuda.tensor(rng.standard_normal(4), dtype=adcuda.float32), None),
+            (None, adcuda.tensor(rng.uniform(1, 2, 4), dtype=adcuda.float32)),
+            (adcuda.zeros(4, dtype=adcuda.float64), strided[::2]),
+        ]
+        for mean, var in cases:
+            F.batch_norm(x, mean, var, training=True, momentum=0.3)
+        return [None if t is None else (t.numpy(), t._version.value) for case in cases for t in case] + [
+            strided.numpy()
+        ]
+
+    host = run()
+    calls = []
+    monkeypatch.setattr(cpu_norm, "_RUNNING", lambda *args: calls.append(args))  # the host update: noted only
+    run()
+    assert len(calls) == 2  # the first two cases; the third (a strided and a float64 tensor) the ops'
+    monkeypatch.setattr(cpu_norm, "_RUNNING", None)
+    for got, want in zip(host, run()):
+        if want is None:
+            assert got is None
+        elif isinstance(want, tuple):
+            np.testing.assert_array_equal(got[0], want[0], strict=True)
+            assert got[1] == want[1]
+        else:
+            np.testing.assert_array_equal(got, want, strict=True)

@@ -4,6 +4,7 @@ a plain call gives the general path's values bit for bit, dtype and shape; every
 do not multiply, batch dims to broadcast, an input that takes part in a composite op, scalars other
 than the defaults) takes the path that names errors and records."""
 
+import importlib
 import warnings
 
 import numpy as np
@@ -12,10 +13,12 @@ import torch
 from helpers import general_path
 
 import adcuda
+import adcuda.nn.functional as F
 from adcuda.errors import AdcudaError
 from adcuda.ops import dispatch, registry
 from adcuda.profiler import profile
 
+cpu_gemm = importlib.import_module("adcuda.backends.cpu.gemm")
 PRODUCTS = sorted(o.name for o in registry.all_ops() if o.plain is not None and o.plain.endswith("product"))
 
 # the operands' shapes of each op's cases: plain ones, and ones the lane leaves to the path (broadcast
@@ -188,3 +191,33 @@ def test_einsum_of_a_matrix_product_is_matmul(equation, shapes):
         np.testing.assert_allclose(leaf.grad.numpy(), t.grad.numpy(), rtol=1e-12)
     with pytest.raises(AdcudaError, match="einsum"):
         adcuda.einsum("ij,jk->ik", adcuda.ones(2, 3), adcuda.ones(4, 5))
+
+
+@pytest.mark.parametrize("dtype", [adcuda.float32, adcuda.float64])
+def test_cosine_similarity_host_call_is_the_backend_calls(monkeypatch, dtype):
+    """cosine_similarity outside a graph and any hook: one host call (kernels/host/gemm.cpp) for CPU arrays
+    of one shape, the backend calls of the general path (a hook attached) for the rest; the same values
+    (the sums' order aside), NaN and a zero row (its norm clamped to eps) included."""
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((3, 5, 4))
+    b = rng.standard_normal((3, 5, 4))
+    a[0, :, 1] = np.nan
+    a[1, :, 2] = 0.0
+    x, y = adcuda.tensor(a, dtype=dtype), adcuda.tensor(b, dtype=dtype)
+    rtol = 1e-6 if dtype is adcuda.float32 else 1e-14
+    calls = []
+    host = cpu_gemm._COSINE
+    monkeypatch.setattr(cpu_gemm, "_COSINE", lambda *args: calls.append(args) or host(*args))
+    for args, kwargs in (
+        ((x, y), {}),
+        ((x, y), {"dim": -1}),
+        ((x, y), {"dim": 0, "eps": 0.5}),
+        ((x[:, :0], y[:, :0]), {}),  # no elements along dim: zeros
+        ((x.mT, y.mT), {}),  # strided: the backend calls
+        ((x, y[0]), {"dim": 2}),  # broadcast: the backend calls
+    ):
+        fast = F.cosine_similarity(*args, **kwargs)
+        general, seen = general_path(lambda args=args, kwargs=kwargs: F.cosine_similarity(*args, **kwargs))
+        assert seen and fast.dtype == general.dtype == dtype and fast.shape == general.shape
+        np.testing.assert_allclose(fast.numpy(), general.numpy(), rtol=rtol, atol=1e-7)
+    assert len(calls) == 4  # the four calls on arrays of one shape, laid out in rows

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..backends.cpu.gemm import plain_cosine_similarity
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
+from . import dispatch
 from .common import broadcast_shapes, check_same_device, result_type, scalar_for, wrap, wrap_dim
 from .dtype_support import FLOATING, NUMBERS
 from .index import diagonal, index_key, triangle_coordinates
@@ -855,6 +857,10 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
             f"cosine_similarity: x1 {fmt_shape(x1.shape)} and x2 {fmt_shape(x2.shape)} cannot be broadcast"
         ) from None
     if not needs_grad(x1, x2) and x1.dtype is x2.dtype and x1.dtype in (dt.float32, dt.float64):
+        if dispatch._plain and shape and eps.__class__ is float:  # (a hook sees the backend calls below)
+            result = plain_cosine_similarity(x1._data, x2._data, wrap_dim(dim, len(shape), "cosine_similarity"), eps)
+            if result is not None:
+                return wrap(result, x1._device)
         # the same formula on the backend's arrays, the norms as pnorm's forward computes them for p = 2
         bk, dtype, axis = primitives(x1), x1.dtype, (wrap_dim(dim, len(shape), "cosine_similarity"),)
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd import Function, is_grad_enabled, no_grad
-from ..autograd.graph import needs_grad
+from ..autograd.graph import needs_grad, version_counter
+from ..backends.cpu.norm import running_update
 from ..dtypes import finfo
 from ..errors import ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
@@ -384,17 +385,42 @@ def native_batch_norm(
     )
     device = input._device
     mean, rstd = wrap(mean, device), wrap(rstd, device)
-    count = input.numel() // input.shape[1]
+    if running_mean is not None or running_var is not None:
+        _update_running_stats(running_mean, running_var, mean, rstd, momentum, eps, input.numel() // input.shape[1])
+    return wrap(y, device), mean, rstd
+
+
+def _update_running_stats(running_mean, running_var, mean, rstd, momentum, eps, count):
+    """The running statistics (either may be None) updated in place, outside the graph, from the batch's
+    mean and rstd (C,): the running variance is unbiased (n / (n - 1)), as PyTorch's; in rstd's dtype, as
+    the ops 1 / (rstd * rstd) - eps, times momentum * n / (n - 1), would compute it. CPU arrays of the
+    statistics' dtype take the backend's one-call update (``running_update``) while no hook is attached
+    (capture and the profiler see the ops' primitives), others the ops."""
+    var_factor = momentum * count / (count - 1) if running_var is not None else 0.0
+    if (
+        dispatch._plain
+        and momentum.__class__ is float
+        and running_update(
+            None if running_mean is None else running_mean._data,
+            None if running_var is None else running_var._data,
+            mean._data,
+            rstd._data,
+            momentum,
+            float(eps),
+            var_factor,
+        )
+    ):
+        for running in (running_mean, running_var):
+            if running is not None:
+                version_counter(running).value += 1
+        return
     bk, sd = primitives(rstd), rstd.dtype
     if running_mean is not None:
         _update_running_(running_mean, bk.binary("mul", mean._data, momentum, sd), momentum)
     if running_var is not None:
-        # the running variance is unbiased (n / (n - 1)), as PyTorch's; in rstd's dtype, as the ops
-        # 1 / (rstd * rstd) - eps, times momentum * n / (n - 1), would compute it
         r = rstd._data
         var = bk.binary("sub", bk.binary("div", 1.0, bk.binary("mul", r, r, sd), sd), float(eps), sd)
-        _update_running_(running_var, bk.binary("mul", var, momentum * count / (count - 1), sd), momentum)
-    return wrap(y, device), mean, rstd
+        _update_running_(running_var, bk.binary("mul", var, var_factor, sd), momentum)
 
 
 _native_batch_norm = get("native_batch_norm").forward

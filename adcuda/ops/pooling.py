@@ -14,7 +14,10 @@ import math
 import numbers
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..autograd.graph import needs_grad
+from ..backends.cpu.pooling import plain_pooling
 from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import batched_input, check_tensor, dense, host_extremes, int_tuple, wrap
@@ -94,6 +97,105 @@ def _plan(op, input, arguments, make, spatial):
             _PLANS.clear()
         _PLANS[key] = plan
     return plan
+
+
+# The pooling ops' direct lanes (registry.py's ``direct=``): a CPU float32/float64 C-contiguous input that
+# takes no part in a graph (not a view either), plain arguments, no hook attached: the host module's
+# forward straight on the array, its plan (which host function, the 2-d shape, the arguments, the
+# result's layout) made once per op, shape, dtype and arguments from the op's own plan, whose checks
+# raise where the call is wrong (the lane then takes the path, which raises them named). The entry's
+# NumPy error state switch, the forward's frames and the seam's checks were half of a small call.
+_DIRECT_PLANS: dict = {}
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _direct(op, input, arguments, make, spatial, host_call, indices=False):
+    """The pooled tensor of the direct lane (with ``indices``: and max pooling's indices), None where the
+    call takes the path; ``make`` is the op's plan maker, ``host_call(plan, arguments)`` the (host
+    function, its arguments after the array, whether it gives (values, indices)) of the op's plan, None
+    where the host module does not take it."""
+    if input.__class__ is not Tensor or input._requires_grad or input._grad_fn is not None or input._base is not None:
+        return None
+    data = input._data
+    if data.__class__ is not np.ndarray or not data.flags.c_contiguous or not _plain(arguments):
+        return None
+    key = (op, data.shape, data.dtype, arguments)
+    lane = _DIRECT_PLANS.get(key)
+    if lane is None:
+        plan = make(op, input, spatial, *arguments)
+        lane = _direct_plan(data, plan, host_call(plan, arguments))
+        if len(_DIRECT_PLANS) >= _PLAN_LIMIT:
+            _DIRECT_PLANS.clear()
+        _DIRECT_PLANS[key] = lane
+    if lane is False:
+        return None
+    host, shape4, args, out_shape, pair = lane
+    out = host(data if shape4 is None else data.reshape(shape4), *args)
+    if pair:
+        if indices:
+            values, where = out if out_shape is None else (out[0].reshape(out_shape), out[1].reshape(out_shape))
+            return wrap(values, input._device), wrap(where, input._device)
+        out = out[0]
+    return wrap(out if out_shape is None else out.reshape(out_shape), input._device)
+
+
+def _direct_plan(data, plan, call):
+    """(host function, the 2-d shape or None, its arguments, the result's layout or None, whether it gives
+    (values, indices)) of the op's ``plan`` and its host ``call``; False where the lane does not take it."""
+    shape4, out_shape = plan[0], plan[1]
+    sizes = (shape4 or data.shape) + tuple(plan[-1])  # (every plan ends with the output size)
+    if call is None or call[0] is None or data.dtype not in _FLOATS or not all(sizes):
+        return False
+    host, args, pair = call
+    return host, shape4, args, out_shape, pair
+
+
+def _max_host(plan, arguments):
+    kernel, stride, padding, dilation, out_size = plan[2:]
+    return plain_pooling("max_pool2d"), (kernel, stride, padding, dilation, out_size), True
+
+
+def _max_direct(op, spatial):
+    def direct(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+        arguments = (kernel_size, stride, padding, dilation, ceil_mode)
+        return _direct(op, input, arguments, _max_pool_plan, spatial, _max_host, return_indices)
+
+    return direct
+
+
+def _avg_host(plan, arguments):
+    kernel, stride, padding, out_size = plan[2:]
+    count_include_pad, divisor_override = arguments[4:]
+    if divisor_override is not None and divisor_override.__class__ is not int:
+        return None
+    override = 0 if divisor_override is None else divisor_override  # (the host module's 0: none)
+    return plain_pooling("avg_pool2d"), (kernel, stride, padding, out_size, count_include_pad, override), False
+
+
+def _avg_direct(op, spatial):
+    def direct(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override=None):
+        arguments = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        return _direct(op, input, arguments, _avg_pool_plan, spatial, _avg_host)
+
+    return direct
+
+
+def _adaptive_avg_host(plan, arguments):
+    return plain_pooling("adaptive_avg_pool2d"), (plan[2],), False
+
+
+def _adaptive_max_host(plan, arguments):
+    kernel, out_size = plan[2:]
+    if kernel is None:
+        return plain_pooling("adaptive_max_pool2d"), (out_size,), True
+    return plain_pooling("max_pool2d"), (kernel, kernel, (0, 0), (1, 1), out_size), True
+
+
+def _adaptive_direct(op, spatial, make, host_call):
+    def direct(input, output_size, return_indices=False):
+        return _direct(op, input, (output_size,), make, spatial, host_call, return_indices)
+
+    return direct
 
 
 def _window_args(op, kernel_size, stride, padding, spatial):
@@ -218,6 +320,7 @@ def _max_pool_plan(op, input, spatial, kernel_size, stride, padding, dilation, c
     dtypes=NUMBERS,
     doc="Max over kernel_size windows of input (N, C, H, W) (stride, padding, dilation, ceil_mode).",
     composite=True,
+    direct=_max_direct("max_pool2d", 2),
     function=True,
     method=False,
     functional=True,
@@ -239,6 +342,7 @@ def max_pool2d(
     dtypes=FLOATING,
     doc="Max over kernel_size windows of input (N, C, L) (stride, padding, dilation, ceil_mode).",
     composite=True,
+    direct=_max_direct("max_pool1d", 1),
     function=True,
     method=False,
     functional=True,
@@ -260,6 +364,8 @@ def max_pool1d(
     dtypes=FLOATING,
     doc="Max pooling to output_size (H, W) with PyTorch's adaptive windows.",
     composite=True,
+    # (the plan makers are defined below: looked up when called)
+    direct=_adaptive_direct("adaptive_max_pool2d", 2, lambda *a: _adaptive_max_plan(*a), _adaptive_max_host),
     function=False,
     method=False,
     functional=True,
@@ -453,6 +559,7 @@ def _avg_pool_plan(op, input, spatial, kernel_size, stride, padding, ceil_mode, 
     "avg_pool2d",
     doc="Mean over kernel_size windows of input (N, C, H, W) (count_include_pad, ceil_mode).",
     composite=True,
+    direct=_avg_direct("avg_pool2d", 2),
     function=False,
     method=False,
     functional=True,
@@ -475,6 +582,7 @@ def avg_pool2d(
     "avg_pool1d",
     doc="Mean over kernel_size windows of input (N, C, L) (count_include_pad, ceil_mode).",
     composite=True,
+    direct=_avg_direct("avg_pool1d", 1),
     function=True,
     method=False,
     functional=True,
@@ -516,6 +624,7 @@ def _adaptive_avg_plan(op, input, spatial, output_size):
     "adaptive_avg_pool2d",
     doc="Average pooling to output_size (H, W) with PyTorch's adaptive windows.",
     composite=True,
+    direct=_adaptive_direct("adaptive_avg_pool2d", 2, lambda *a: _adaptive_avg_plan(*a), _adaptive_avg_host),
     function=False,
     method=False,
     functional=True,
@@ -528,6 +637,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: int | None | Sequence[int | 
     "adaptive_avg_pool1d",
     doc="Average pooling to output_size (L) with PyTorch's adaptive windows.",
     composite=True,
+    direct=_adaptive_direct("adaptive_avg_pool1d", 1, lambda *a: _adaptive_avg_plan(*a), _adaptive_avg_host),
     function=True,
     method=False,
     functional=True,
@@ -545,12 +655,24 @@ def _adaptive_max_pool1d_functional(
     return pooled if return_indices else pooled[0]
 
 
+def _adaptive_max_pool1d_direct(input, output_size):
+    """adaptive_max_pool1d's direct lane: (values, indices) (the path's checks of rank and output size first)."""
+    if input.__class__ is not Tensor or input._data.ndim not in (2, 3):
+        return None
+    if output_size.__class__ is tuple:
+        if len(output_size) != 1:
+            return None
+        output_size = output_size[0]
+    return _direct("adaptive_max_pool1d", input, (output_size,), _adaptive_max_plan, 1, _adaptive_max_host, True)
+
+
 @op(
     "adaptive_max_pool1d",
     dtypes=FLOATING,
     doc="Max pooling to output_size (L) with PyTorch's adaptive windows: (values, indices); "
     "F.adaptive_max_pool1d gives the values unless return_indices.",
     composite=True,
+    direct=lambda input, output_size: _adaptive_max_pool1d_direct(input, output_size),
     function=True,
     method=False,
     functional=_adaptive_max_pool1d_functional,

@@ -9,12 +9,50 @@ import math
 
 import numpy as np
 
+from ... import _native
 from ...errors import DTypeError, ShapeError, fmt_shape
 from ..seam import Shape
 from . import threads
-from ._common import BackendArray, _compute, _row_sums
+from ._common import _F32, _F64, BackendArray, _compute, _row_sums
 
 __all__ = ["attention", "attention_backward", "attention_dropout_mask"]
+
+
+# The host module's forward (kernels/host/attention.cpp; None: NumPy's, the reference it is tested against)
+# for calls without mask or dropout whose products have at most _NATIVE_WORK multiply-adds: there the
+# dozen NumPy calls below cost several times the arithmetic, and BLAS is not yet worth its call.
+_NATIVE = _native._C if hasattr(_native._C, "cpu_attention") else None
+_NATIVE_WORK = 1 << 15
+
+
+def _native_attention(q, k, v):
+    """The host module where its forward takes q, k and v (float32/float64 arrays of one dtype and batch
+    shape that fit (..., L, E), (..., S, E), (..., S, Ev), of little work), else None: whatever their
+    strides (a captured program's replay hands attention the views its eager run copied), so that the
+    same values take the same path."""
+    fits = (
+        (q.dtype == _F32 or q.dtype == _F64)
+        and k.dtype == q.dtype
+        and v.dtype == q.dtype
+        and q.ndim >= 2
+        and k.ndim == q.ndim == v.ndim
+        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+        and q.shape[-1] == k.shape[-1]
+        and k.shape[-2] == v.shape[-2]
+        and q.size * k.shape[-2] + q.shape[-2] * v.size <= _NATIVE_WORK
+    )
+    return _NATIVE if fits else None
+
+
+def _rows(*arrays):
+    """The arrays C-contiguous (copies of strided ones: the host module reads rows)."""
+    return tuple(a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays)
+
+
+def _kept_probs(probs, q):
+    """Whether the host forward writes the probabilities into ``probs`` (a C-contiguous writeable array of
+    q's dtype; the replay's buffers are)."""
+    return probs.dtype == q.dtype and probs.flags.c_contiguous and probs.flags.writeable
 
 
 def _operands(op, q, k, v):
@@ -216,6 +254,13 @@ def attention(
     likewise: an array of the output's shape, a view of the replay's buffer) is where the output goes
     where it has the computing dtype."""
     _check_dropout_p("attention", dropout_p)
+    native = _native_attention(q, k, v) if mask is None and not dropout_p else None
+    if native is not None and (probs is None or _kept_probs(probs, q)):
+        out, lse = native.cpu_attention(*_rows(q, k, v), is_causal, scale, probs)
+        if into is not None and into.dtype == out.dtype:
+            np.copyto(into, out)
+            out = into
+        return out, lse
     qq, kk, vv = _operands("attention", q, k, v)
     # (the big temporaries are written in place; NumPy's warnings for log(0) and inf - inf in fully
     # masked rows are silenced by the package's filter, no np.errstate, which costs microseconds)
@@ -261,8 +306,11 @@ def attention_backward(
     _check_dropout_p("attention_backward", dropout_p)
     qq, kk, vv = _operands("attention_backward", q, k, v)
     gg, oo = _compute(g), _compute(out)
+    native = _native_attention(q, k, v) if mask is None and not dropout_p and probs is None else None
     if probs is not None:
         p = probs
+    elif native is not None and lse.dtype == q.dtype:
+        p = native.cpu_attention_probs(*_rows(q, k, lse), is_causal, scale)  # the host forward's, bit for bit
     else:
         # the probabilities as the forward computed them, bit for bit
         p, unshifted, keep = _attention_scores(qq, kk, mask, is_causal, scale)

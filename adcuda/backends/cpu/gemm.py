@@ -293,3 +293,25 @@ def plain_add_product(op: str) -> Callable[..., Any] | None:
         return out if out.shape == product.shape else None
 
     return added
+
+
+# The host module's cosine similarity (kernels/host/gemm.cpp); None: the ops' backend calls
+_COSINE = getattr(_native._C, "cpu_cosine_similarity", None)
+
+
+def plain_cosine_similarity(a: Any, b: Any, axis: int, eps: float) -> BackendArray | None:
+    """cosine_similarity's result outside a graph (ops/gemm.py) in one host call: sum over ``axis`` (0 <= axis
+    < ndim) of (a / max(|a|, eps)) (b / max(|b|, eps)), for C-contiguous float32/float64 ndarrays of one
+    shape and dtype; None for others (any other array, a CUDA one included: the op's backend calls). Not a
+    primitive of the seam: the op's CPU shortcut."""
+    if (
+        _COSINE is None
+        or a.__class__ is not np.ndarray
+        or b.__class__ is not np.ndarray
+        or not (a.dtype == _F32 or a.dtype == _F64)
+        or b.dtype != a.dtype
+        or a.shape != b.shape
+        or not (a.flags.c_contiguous and b.flags.c_contiguous)
+    ):
+        return None
+    return _COSINE(a, b, axis, eps)

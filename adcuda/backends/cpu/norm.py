@@ -376,3 +376,50 @@ def group_norm_backward(
         None if weight is None else dweight.astype(param_dt),
         dbias.astype(param_dt),
     )
+
+
+# The host module's running-statistics update (kernels/host/norm_running.cpp); None: the ops' path
+_RUNNING = getattr(_native._C, "cpu_batch_norm_running", None)
+
+
+def _running_array(running, dtype):
+    return running is None or (
+        running.__class__ is np.ndarray
+        and running.dtype == dtype
+        and running.ndim == 1
+        and running.flags.c_contiguous
+        and running.flags.writeable
+    )
+
+
+def running_update(
+    running_mean: BackendArray | None,
+    running_var: BackendArray | None,
+    mean: BackendArray,
+    rstd: BackendArray,
+    momentum: float,
+    eps: float,
+    var_factor: float,
+) -> bool:
+    """A training batch norm's running statistics updated in place from its batch's ``mean`` and ``rstd``
+    (C,), as its ops compute it (ops/norm.py's native_batch_norm): running_mean <- (1 - momentum)
+    running_mean + momentum mean, running_var <- (1 - momentum) running_var + var_factor (1 / rstd^2 -
+    eps), in one host call. Not a primitive of the seam: the ops' CPU shortcut, True where it took the
+    arrays (C-contiguous writeable ones of mean's dtype, C of them), False where the ops compute it."""
+    dtype = mean.dtype
+    if not (
+        _RUNNING is not None
+        and mean.__class__ is np.ndarray
+        and rstd.__class__ is np.ndarray
+        and (dtype == _F32 or dtype == _F64)
+        and rstd.dtype == dtype
+        and mean.ndim == 1
+        and rstd.shape == mean.shape
+        and _running_array(running_mean, dtype)
+        and _running_array(running_var, dtype)
+        and (running_mean is None or running_mean.shape == mean.shape)
+        and (running_var is None or running_var.shape == mean.shape)
+    ):
+        return False
+    _RUNNING(running_mean, running_var, mean, rstd, momentum, eps, var_factor)
+    return True

@@ -8,6 +8,8 @@ the last NaN of the window); ties go to the first position in row-major window o
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +30,15 @@ __all__ = [
 
 # The host module's forwards (kernels/host/pooling.cpp; None: NumPy's, the reference they are tested against)
 _NATIVE = _native._C if hasattr(_native._C, "cpu_max_pool2d") else None
+
+
+def plain_pooling(name: str) -> Callable[..., Any] | None:
+    """The host module's forward ``cpu_<name>`` (max_pool2d, avg_pool2d, adaptive_max_pool2d,
+    adaptive_avg_pool2d) for the pooling ops' direct lanes (ops/pooling.py), None without a host module:
+    it takes a C-contiguous float32/float64 (N, C, H, W) array of no zero dim and the primitive's
+    arguments after the op's checks (avg_pool2d: an int divisor_override, 0 for none; no zero output
+    size), as the forwards above pass them, skipping the seam's checks and the NumPy path's choice."""
+    return None if _NATIVE is None else getattr(_NATIVE, "cpu_" + name)
 
 
 def _native_for(x):
