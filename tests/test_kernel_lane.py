@@ -59,6 +59,20 @@ CASES = {
         (((3, 4), (3,)), lambda ts: t.diagonal_scatter(ts[0], ts[1])),
         (((3, 4), (2,)), lambda ts: t.diagonal_scatter(ts[0], ts[1], 2)),
     ],
+    # the shuffles (ops/layout.py's ``_rearranged_lane``): a new contiguous array, never input's memory
+    "channel_shuffle": [
+        (((2, 6, 3, 2),), lambda ts: t.nn.functional.channel_shuffle(ts[0], 3)),
+        (((2, 4, 3),), lambda ts: t.nn.functional.channel_shuffle(ts[0].transpose(0, 2).transpose(0, 2), 2)),
+        (((1, 4, 1),), lambda ts: t.nn.functional.channel_shuffle(ts[0], 1)),  # moves no data: still a copy
+    ],
+    "pixel_shuffle": [
+        (((2, 8, 2, 3),), lambda ts: t.nn.functional.pixel_shuffle(ts[0], 2)),
+        (((4, 1, 1),), lambda ts: t.nn.functional.pixel_shuffle(ts[0], 2)),
+    ],
+    "pixel_unshuffle": [
+        (((2, 1, 4, 6),), lambda ts: t.nn.functional.pixel_unshuffle(ts[0], 2)),
+        (((1, 2, 3, 3),), lambda ts: t.nn.functional.pixel_unshuffle(ts[0], 1)),
+    ],
 }
 
 # calls the lane declines: the general path promotes, or names the error
@@ -77,6 +91,10 @@ DECLINED = [
     (((3,), (2,)), lambda ts: t.vstack(ts)),
     (((3,), (3,)), lambda ts: t.hstack([ts[0], ts[1].double()])),
     (((3,), (3,)), lambda ts: t.column_stack(iter(ts))),
+    (((2, 5, 3),), lambda ts: t.nn.functional.channel_shuffle(ts[0], 2)),
+    (((2, 6, 3),), lambda ts: t.nn.functional.channel_shuffle(ts[0], 2.0)),
+    (((2, 6),), lambda ts: t.nn.functional.pixel_shuffle(ts[0], 2)),
+    (((2, 3, 5, 4),), lambda ts: t.nn.functional.pixel_unshuffle(ts[0], 2)),
 ]
 
 
@@ -155,3 +173,12 @@ def test_the_lane_is_taken_and_leaves_the_numpy_error_state_as_it_was():
             sys.setprofile(None)
         assert np.geterr()["over"] == "raise"
     assert forward not in codes
+
+
+@pytest.mark.parametrize("name", ["channel_shuffle", "pixel_shuffle", "pixel_unshuffle"])
+def test_a_shuffle_lane_never_returns_its_input_s_memory(name):
+    for shapes, call in CASES[name]:
+        ts = _tensors(*shapes)
+        out = call(ts)
+        assert not np.shares_memory(out.numpy(), ts[0].numpy())
+        assert out.is_contiguous()

@@ -1845,6 +1845,63 @@ def _rearranged(input, split, order, shape):
     return wrap(bk.view(data, shape), input._device)
 
 
+def _rearranged_lane(plan):
+    """The kernel lane (registry.py's ``lane=``) of a shuffle whose ``plan(shape, factor)`` gives
+    ``_rearranged``'s (split, order, shape), or None where the forward raises: a CPU input's array
+    rearranged as the forward's primitives do (the same copy, so the same values), in one call."""
+
+    def lane(input, factor):
+        try:
+            data = input._data
+            on_cpu = input._device == CPU
+        except AttributeError:
+            return None
+        if not on_cpu or factor.__class__ is not int:
+            return None
+        found = plan(data.shape, factor)
+        if found is None:
+            return None
+        split, order, shape = found
+        # (ndarray.copy: always a new C-ordered array, also where the order moves no data)
+        return data.reshape(split).transpose(order).copy().reshape(shape)
+
+    return lane
+
+
+def _pixel_shuffle_plan(shape, r):
+    """pixel_shuffle's ``_rearranged`` arguments for an input of ``shape``, or None where it raises."""
+    if len(shape) < 3 or r <= 0 or shape[-3] % (r * r):
+        return None
+    *batch, c, h, w = shape
+    n = len(batch)
+    return (
+        (*batch, c // (r * r), r, r, h, w),
+        (*range(n), n, n + 3, n + 1, n + 4, n + 2),
+        (*batch, c // (r * r), h * r, w * r),
+    )
+
+
+def _pixel_unshuffle_plan(shape, r):
+    """pixel_unshuffle's ``_rearranged`` arguments for an input of ``shape``, or None where it raises."""
+    if len(shape) < 3 or r <= 0 or shape[-1] % r or shape[-2] % r:
+        return None
+    *batch, c, h, w = shape
+    n = len(batch)
+    return (
+        (*batch, c, h // r, r, w // r, r),
+        (*range(n), n, n + 2, n + 4, n + 1, n + 3),
+        (*batch, c * r * r, h // r, w // r),
+    )
+
+
+def _channel_shuffle_plan(shape, groups):
+    """channel_shuffle's ``_rearranged`` arguments for an input of ``shape``, or None where it raises."""
+    if len(shape) < 3 or groups <= 0 or shape[1] % groups:
+        return None
+    n, c, *rest = shape
+    return (n, groups, c // groups, *rest), (0, 2, 1, *range(3, len(shape) + 1)), shape
+
+
 @op(
     "pixel_shuffle",
     doc="(*, C r^2, H, W) rearranged to (*, C, H r, W r).",
@@ -1852,23 +1909,17 @@ def _rearranged(input, split, order, shape):
     functional=True,
     node="PixelShuffleBackward0",
     grads={"input": lambda grad, upscale_factor: pixel_unshuffle(grad, upscale_factor)},
+    lane=_rearranged_lane(_pixel_shuffle_plan),
 )
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
-    r = upscale_factor
     shape = input._data.shape  # (read once: each Tensor.shape is a new Size)
-    if len(shape) < 3 or r <= 0 or shape[-3] % (r * r):
+    plan = _pixel_shuffle_plan(shape, upscale_factor)
+    if plan is None:
         raise ShapeError(
             f"pixel_shuffle: input {fmt_shape(shape)} needs at least 3 dims and a channel count (dim -3) "
-            f"divisible by upscale_factor**2 = {r * r}"
+            f"divisible by upscale_factor**2 = {upscale_factor * upscale_factor}"
         )
-    *batch, c, h, w = shape
-    n = len(batch)
-    return _rearranged(
-        input,
-        (*batch, c // (r * r), r, r, h, w),
-        (*range(n), n, n + 3, n + 1, n + 4, n + 2),
-        (*batch, c // (r * r), h * r, w * r),
-    )
+    return _rearranged(input, *plan)
 
 
 @op(
@@ -1878,23 +1929,17 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     functional=True,
     node="PixelUnshuffleBackward0",
     grads={"input": lambda grad, downscale_factor: pixel_shuffle(grad, downscale_factor)},
+    lane=_rearranged_lane(_pixel_unshuffle_plan),
 )
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
-    r = downscale_factor
     shape = input._data.shape
-    if len(shape) < 3 or r <= 0 or shape[-1] % r or shape[-2] % r:
+    plan = _pixel_unshuffle_plan(shape, downscale_factor)
+    if plan is None:
         raise ShapeError(
             f"pixel_unshuffle: input {fmt_shape(shape)} needs at least 3 dims and a height and width "
-            f"divisible by downscale_factor = {r}"
+            f"divisible by downscale_factor = {downscale_factor}"
         )
-    *batch, c, h, w = shape
-    n = len(batch)
-    return _rearranged(
-        input,
-        (*batch, c, h // r, r, w // r, r),
-        (*range(n), n, n + 2, n + 4, n + 1, n + 3),
-        (*batch, c * r * r, h // r, w // r),
-    )
+    return _rearranged(input, *plan)
 
 
 @op("diff", doc="The n-th forward difference along dim, after joining prepend and append to input.", composite=True)
@@ -2051,17 +2096,17 @@ def _unit_except(ndim, dim, size):
     method=False,
     node="ChannelShuffleBackward0",
     grads={"input": lambda grad, groups: channel_shuffle(grad, grad.shape[1] // groups)},  # the inverse shuffle
+    lane=_rearranged_lane(_channel_shuffle_plan),
 )
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     shape = input._data.shape
-    if len(shape) < 3 or groups <= 0 or shape[1] % groups:
+    plan = _channel_shuffle_plan(shape, groups)
+    if plan is None:
         raise ShapeError(
             f"channel_shuffle: expected an input (N, C, *) with at least 3 dims and C divisible by groups "
             f"({groups}), got {fmt_shape(shape)}"
         )
-    n, c, *rest = shape
-    order = (0, 2, 1, *range(3, len(shape) + 1))
-    return _rearranged(input, (n, groups, c // groups, *rest), order, shape)
+    return _rearranged(input, *plan)
 
 
 @op(
