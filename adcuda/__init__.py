@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from . import accelerator, autograd, backends, cuda
+# _blas_spin first (isort keeps a leading underscore first): it sets how long OpenBLAS spins before
+# anything below imports NumPy, which loads OpenBLAS
+from . import (
+    _blas_spin,  # noqa: F401
+    accelerator,
+    autograd,
+    backends,
+    cuda,
+)
 from . import dtypes as _dtypes
 from . import ops as _ops  # noqa: F401 (declares every op: the generated _op_functions names their functions)
 from ._info import info

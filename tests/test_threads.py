@@ -168,3 +168,25 @@ def test_interop_threads_are_set_once_as_in_pytorch():
     assert default == len(os.sched_getaffinity(0)) and after == 3 and "cannot set number of interop threads" in error
     with pytest.raises(SettingError, match="positive integer"):
         adcuda.set_num_interop_threads(0)
+
+
+def _spin_setting_at_import(script, **env):
+    """OPENBLAS_THREAD_TIMEOUT after ``script`` in a fresh process whose environment has it only as ``env``."""
+    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script + "; import os; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'))"],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()[-1]
+
+
+def test_importing_adcuda_first_limits_how_long_openblas_workers_spin():
+    # set before NumPy loads OpenBLAS (which reads it once): 2^20 cycles instead of 2^28
+    assert _spin_setting_at_import("import sys, adcuda; assert 'numpy' in sys.modules") == "20"
+    assert _spin_setting_at_import("import adcuda", OPENBLAS_THREAD_TIMEOUT="7") == "7"  # the user's value kept
+    # NumPy first: OpenBLAS has read its setting already, so adcuda claims nothing
+    assert _spin_setting_at_import("import numpy, adcuda") == "None"

@@ -13,6 +13,9 @@ per-library ``set_num_threads`` costs about 0.8 us a call (1.5 us a raised produ
 the small ones, which keep the one-thread pool; its ``limit()`` context manager would cost 58 us and
 ``threadpool_limits`` 1.8 ms a call (measured on the development machine), too much for every product.
 
+After a product that used more than one thread, OpenBLAS's idle workers spin up to 2^28 cycles; the
+package limits that to 2^20 before NumPy loads OpenBLAS (``adcuda/_blas_spin.py``).
+
 The thread count follows PyTorch: ``OMP_NUM_THREADS`` (then ``MKL_NUM_THREADS``) at import, else the
 cores this process may run on; ``OPENBLAS_NUM_THREADS``, where set, caps it, since those are the
 threads adcuda's products use. DataLoader workers start with one thread, as PyTorch's do.
