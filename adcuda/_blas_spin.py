@@ -19,12 +19,9 @@ SPIN_CYCLES_LOG2 = "20"
 
 
 def limit_blas_spin():
-    """Set ``OPENBLAS_THREAD_TIMEOUT`` to ``SPIN_CYCLES_LOG2`` where it is unset and NumPy is not loaded yet;
-    whether it did."""
-    if "numpy" in sys.modules or "OPENBLAS_THREAD_TIMEOUT" in os.environ:
-        return False
-    os.environ["OPENBLAS_THREAD_TIMEOUT"] = SPIN_CYCLES_LOG2
-    return True
+    """Set ``OPENBLAS_THREAD_TIMEOUT`` to ``SPIN_CYCLES_LOG2`` where it is unset and NumPy is not loaded yet."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", SPIN_CYCLES_LOG2)
 
 
 limit_blas_spin()

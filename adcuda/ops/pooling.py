@@ -92,11 +92,17 @@ def _plan(op, input, arguments, make, spatial):
     key = (op, data.shape, data.dtype, arguments)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = make(op, input, spatial, *arguments)
-        if len(_PLANS) >= _PLAN_LIMIT:
-            _PLANS.clear()
-        _PLANS[key] = plan
+        plan = _kept(_PLANS, key, make(op, input, spatial, *arguments))
     return plan
+
+
+def _kept(plans, key, value):
+    """``value``, stored in ``plans`` under ``key``, after emptying ``plans`` where it holds ``_PLAN_LIMIT``
+    (a program's calls repeat a few keys; a sweep of shapes must not grow it without end)."""
+    if len(plans) >= _PLAN_LIMIT:
+        plans.clear()
+    plans[key] = value
+    return value
 
 
 # The pooling ops' direct lanes (registry.py's ``direct=``): a CPU float32/float64 C-contiguous input that
@@ -123,10 +129,7 @@ def _direct(op, input, arguments, make, spatial, host_call, indices=False):
     lane = _DIRECT_PLANS.get(key)
     if lane is None:
         plan = make(op, input, spatial, *arguments)
-        lane = _direct_plan(data, plan, host_call(plan, arguments))
-        if len(_DIRECT_PLANS) >= _PLAN_LIMIT:
-            _DIRECT_PLANS.clear()
-        _DIRECT_PLANS[key] = lane
+        lane = _kept(_DIRECT_PLANS, key, _direct_plan(data, plan, host_call(plan, arguments)))
     if lane is False:
         return None
     host, shape4, args, out_shape, pair = lane
