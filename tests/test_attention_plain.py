@@ -2,7 +2,8 @@
 key and value of one batch shape that take no part in a graph, no mask, dropout or grouped heads and no
 hook attached call the fused primitive at once; the result is the general path's, bit for bit, and every
 other call takes that path (checks, broadcasting, recording). The CPU primitive's host forward for small
-calls without mask or dropout (kernels/host/attention.cpp) against its NumPy reference."""
+calls without mask or dropout (kernels/host/attention.cpp), and its softmax between BLAS's products for
+larger ones, forward and backward, in both builds, against the NumPy reference."""
 
 import importlib
 
@@ -83,8 +84,8 @@ def test_the_host_forward_matches_numpy(monkeypatch, dtype, is_causal, shapes):
 
 
 def test_the_host_forward_takes_only_what_it_computes(monkeypatch):
-    """Masks, dropout, mixed dtypes, broadcast batch dims and large products go to NumPy; strided arrays
-    to the host module (copied), as a captured replay's views of what its eager run copied."""
+    """Masks, dropout, mixed dtypes, broadcast batch dims and large products go to NumPy (BLAS); strided
+    arrays to the host module (copied), as a captured replay's views of what its eager run copied."""
     calls = []
     native = cpu_attention._NATIVE
 
@@ -92,6 +93,9 @@ def test_the_host_forward_takes_only_what_it_computes(monkeypatch):
         def cpu_attention(self, *args):
             calls.append(args)
             return native.cpu_attention(*args)
+
+        def __getattr__(self, name):  # (the larger calls' softmax: test_the_host_softmax_matches_numpy)
+            return getattr(native, name)
 
     monkeypatch.setattr(cpu_attention, "_NATIVE", Spy())
     q = np.ones((2, 4, 5), np.float32)
@@ -109,3 +113,85 @@ def test_the_host_forward_takes_only_what_it_computes(monkeypatch):
     ):
         cpu_attention.attention(*args)
     assert len(calls) == 3
+
+
+_BUILDS = [False, True] if cpu_attention._NATIVE is not None and cpu_attention._NATIVE.host_has_avx2() else [False]
+# (L, S, E, Ev): more work than the host forward takes, rows longer and shorter than the keys, lengths
+# that leave tails of every size past the AVX2 build's eight lanes
+_LARGER = [(40, 37, 16, 9), (33, 64, 24, 24), (70, 13, 8, 5)]
+
+
+def _qkv(rng, dtype, L, S, E, Ev, batch=(2, 3)):
+    q, k, v = (rng.standard_normal(batch + shape).astype(dtype) * 2 for shape in ((L, E), (S, E), (S, Ev)))
+    assert q.size * S + L * v.size > cpu_attention._NATIVE_WORK  # (not the small calls' host forward)
+    return q, k, v
+
+
+@pytest.mark.parametrize("avx2", _BUILDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("sizes", _LARGER)
+def test_the_host_softmax_matches_numpy(monkeypatch, avx2, dtype, is_causal, sizes):
+    """Larger calls: BLAS's scores made probabilities by the host module (cpu_attention_softmax_) against
+    the NumPy path: output and logsumexp, a NaN, +inf and -inf query element each poisoning its row as
+    NumPy's formulas do; the backward's gradients (cpu_attention_softmax_backward_), with the forward's
+    probabilities kept or computed again, which are the same bit for bit."""
+    monkeypatch.setattr(cpu_attention, "_SOFTMAX_AVX2", avx2)
+    rng = np.random.default_rng(8)
+    q, k, v = _qkv(rng, dtype, *sizes)
+    tolerance = {"rtol": 2e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    for poison in (None, np.nan, np.inf, -np.inf):
+        qq = q.copy()
+        if poison is not None:
+            qq[1, 2, 3, 0] = poison
+        with np.errstate(all="ignore"):
+            (out, lse), (out_ref, lse_ref) = native_and_numpy(
+                monkeypatch, cpu_attention, cpu_attention.attention, qq, k, v, None, is_causal, 0.3
+            )
+        for got, want in ((out, out_ref), (lse, lse_ref)):
+            assert got.dtype == want.dtype == dtype and got.shape == want.shape
+            np.testing.assert_allclose(got, want, **tolerance)
+    g = rng.standard_normal(out.shape).astype(dtype)
+    out, lse = cpu_attention.attention(q, k, v, None, is_causal, 0.3)
+    grads, grads_ref = native_and_numpy(
+        monkeypatch, cpu_attention, cpu_attention.attention_backward, g, q, k, v, out, lse, None, is_causal, 0.3
+    )
+    for got, want in zip(grads, grads_ref):  # (sums of terms of either sign, rounded in another order)
+        assert got.dtype == want.dtype == dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=tolerance["rtol"] * 5, atol=tolerance["atol"] * 20)
+    probs = np.empty(q.shape[:-1] + k.shape[-2:-1], dtype)
+    kept_out, kept_lse = cpu_attention.attention(q, k, v, None, is_causal, 0.3, probs=probs)
+    assert kept_out.tobytes() == out.tobytes() and kept_lse.tobytes() == lse.tobytes()
+    kept = cpu_attention.attention_backward(g, q, k, v, out, lse, None, is_causal, 0.3, probs=probs)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(kept, grads))
+
+
+def test_the_host_softmax_takes_strided_gradients_and_only_its_calls(monkeypatch):
+    """The backward reads g and the output through their strides (a replay's views); masks, dropout and
+    broadcast batch dims keep the NumPy path."""
+    rng = np.random.default_rng(9)
+    q, k, v = _qkv(rng, np.float32, 33, 64, 24, 24)
+    out, lse = cpu_attention.attention(q, k, v, None, True, 0.2)
+    g = rng.standard_normal(out.shape[:-2] + out.shape[-1:] + out.shape[-2:-1]).astype(np.float32)
+    strided_g, strided_out = g.swapaxes(-1, -2), np.asfortranarray(out)
+    got = cpu_attention.attention_backward(strided_g, q, k, v, strided_out, lse, None, True, 0.2)
+    want = cpu_attention.attention_backward(strided_g.copy(), q, k, v, out, lse, None, True, 0.2)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+    calls = []
+    native = cpu_attention._NATIVE
+
+    class Spy:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(native, name)
+
+    monkeypatch.setattr(cpu_attention, "_NATIVE", Spy())
+    for args in (
+        (q, k, v, np.ones((33, 64), bool), False, 0.5),
+        (q, k, v, None, False, 0.5, 0.5, 1, 0),  # dropout
+        (q[None].repeat(2, 0), k, v, None, False, 0.5),  # broadcast batch dims
+    ):
+        cpu_attention.attention(*args)
+    assert "cpu_attention_softmax_" not in calls
+    cpu_attention.attention(q, k, v, None, False, 0.5)
+    assert calls[-1] == "cpu_attention_softmax_"

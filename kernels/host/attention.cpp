@@ -19,9 +19,12 @@
 #include <limits>
 #include <optional>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bind_types.h"
+#include "elementwise_avx2.h"
 
 namespace py = pybind11;
 
@@ -153,6 +156,107 @@ py::array_t<T> attention_probs(const RowMajor<T>& q, const RowMajor<T>& k, const
   return probs;
 }
 
+// The softmax of the larger calls' scores (B..., L, S), which BLAS computes (attention.py): row r
+// (query r % L) in place, over its seen keys (the first min(S, r % L + 1) where ``causal``, else all):
+// m = the max (a non-finite one taken as 0), e = exp(s - m), probabilities e / sum(e) (0 where the sum is
+// 0: a row of -inf scores), 0 for the hidden keys; logsumexp log(sum(e)) + m. NaN propagates as in the
+// NumPy path. One pass over a row in cache per step, where NumPy makes a dozen over the whole array.
+template <typename T>
+void softmax_rows(T* s, T* lse, Index rows, Index L, Index S, bool causal) {
+  for (Index r = 0; r < rows; ++r, s += S) {
+    const Index seen = causal ? std::min(S, r % L + 1) : S;
+    T m = -std::numeric_limits<T>::infinity();
+    for (Index j = 0; j < seen; ++j)
+      if (s[j] > m || s[j] != s[j]) m = s[j];
+    if (!std::isfinite(m)) m = T(0);
+    T sum = T(0);
+    for (Index j = 0; j < seen; ++j) {
+      s[j] = std::exp(s[j] - m);
+      sum += s[j];
+    }
+    const T inverse = sum == T(0) ? T(0) : T(1) / sum;
+    for (Index j = 0; j < seen; ++j) s[j] *= inverse;
+    for (Index j = seen; j < S; ++j) s[j] = T(0);
+    lse[r] = std::log(sum) + m;
+  }
+}
+
+// dp = p (dp - delta[r]) scale along each row: the scores' gradient (scale: the scores' own, so that the
+// products after it give dq and dk directly).
+template <typename T>
+void softmax_backward_rows(T* dp, const T* p, const T* delta, T scale, Index rows, Index S) {
+  for (Index r = 0; r < rows; ++r, dp += S, p += S)
+    for (Index j = 0; j < S; ++j) dp[j] = p[j] * (dp[j] - delta[r]) * scale;
+}
+
+// The rows' count and length of an array of at least one dim (a 0-d one: one row of one).
+std::pair<Index, Index> rows_of(const py::array& a) {
+  const Index length = a.ndim() > 0 ? a.shape(a.ndim() - 1) : 1;
+  return {length == 0 ? 0 : a.size() / length, length};
+}
+
+// ``s`` (B..., L, S) in place: its softmax rows (softmax_rows; AVX2 for float32 where choose_avx2 says);
+// returns the logsumexps (B..., L).
+template <typename T>
+py::array_t<T> attention_softmax(RowMajor<T>& s, bool is_causal, std::optional<bool> avx2) {
+  if (s.ndim() < 2) throw std::invalid_argument("cpu_attention_softmax_: scores need at least 2 dims (..., L, S)");
+  const bool wide = std::is_same_v<T, float> && choose_avx2("cpu_attention_softmax_", avx2);
+  py::array_t<T> lse(std::vector<py::ssize_t>(s.shape(), s.shape() + s.ndim() - 1));
+  const Index L = s.shape(s.ndim() - 2), S = s.shape(s.ndim() - 1), rows = lse.size();
+  T* data = s.mutable_data();
+  T* l = lse.mutable_data();
+  py::gil_scoped_release release;
+  if constexpr (std::is_same_v<T, float>) {
+    if (wide) return attention_softmax_avx2(data, l, rows, L, S, is_causal), lse;
+  }
+  softmax_rows(data, l, rows, L, S, is_causal);
+  return lse;
+}
+
+// dp (B..., L, S) in place: the scores' gradient from the probabilities p (B..., L, S), their gradient
+// dp = g v^T and delta = the rows' sum of g * out (g and out: (B..., L, Ev), any strides), times scale.
+template <typename T>
+void attention_softmax_backward(RowMajor<T>& dp, const RowMajor<T>& p, const py::array_t<T>& g,
+                                const py::array_t<T>& out, double scale, std::optional<bool> avx2) {
+  const auto [rows, S] = rows_of(dp);
+  const auto [g_rows, Ev] = rows_of(g);
+  const Index nd = g.ndim();
+  bool same = p.size() == dp.size() && out.ndim() == nd && nd >= 1 && g_rows == rows;
+  for (Index d = 0; same && d < nd; ++d) same = out.shape(d) == g.shape(d);
+  if (!same)
+    throw std::invalid_argument(
+        "cpu_attention_softmax_backward_: p needs dp's size, g and out one shape (B..., L, Ev) of dp's rows");
+  const bool wide = std::is_same_v<T, float> && choose_avx2("cpu_attention_softmax_backward_", avx2);
+  std::vector<T> delta(static_cast<std::size_t>(rows));
+  const char* gd = reinterpret_cast<const char*>(g.data());
+  const char* od = reinterpret_cast<const char*>(out.data());
+  T* dpd = dp.mutable_data();
+  py::gil_scoped_release release;
+  // (the rows in order, their index an odometer over the dims before the last: byte offsets g_at, o_at)
+  std::vector<Index> index(static_cast<std::size_t>(std::max<Index>(nd - 1, 0)), 0);
+  const Index g_step = g.strides(nd - 1), o_step = out.strides(nd - 1);
+  Index g_at = 0, o_at = 0;
+  for (Index r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (Index e = 0; e < Ev; ++e)
+      sum += double(*reinterpret_cast<const T*>(gd + g_at + e * g_step)) *
+             double(*reinterpret_cast<const T*>(od + o_at + e * o_step));
+    delta[static_cast<std::size_t>(r)] = T(sum);
+    for (Index d = nd - 2; d >= 0; --d) {
+      g_at += g.strides(d);
+      o_at += out.strides(d);
+      if (++index[static_cast<std::size_t>(d)] < g.shape(d)) break;
+      index[static_cast<std::size_t>(d)] = 0;
+      g_at -= g.strides(d) * g.shape(d);
+      o_at -= out.strides(d) * out.shape(d);
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (wide) return attention_softmax_backward_avx2(dpd, p.data(), delta.data(), float(scale), rows, S);
+  }
+  softmax_backward_rows(dpd, p.data(), delta.data(), T(scale), rows, S);
+}
+
 }  // namespace
 
 void bind_attention(py::module_& m) {
@@ -168,6 +272,16 @@ void bind_attention(py::module_& m) {
     m.def("cpu_attention_probs", &attention_probs<T>, py::arg("q").noconvert(), py::arg("k").noconvert(),
           py::arg("lse").noconvert(), py::arg("is_causal"), py::arg("scale"),
           "The probabilities (B..., L, S) cpu_attention computes for q, k and its logsumexp lse, bit for bit.");
+    m.def("cpu_attention_softmax_", &attention_softmax<T>, py::arg("s").noconvert(), py::arg("is_causal"),
+          py::arg("avx2") = py::none(),
+          "The scores s (B..., L, S), a C-contiguous writeable float32/float64 array, made attention's "
+          "probabilities in place (keys after the query's position 0 where is_causal); returns the rows' "
+          "logsumexp (B..., L). avx2: which build runs (None: the CPU's best).");
+    m.def("cpu_attention_softmax_backward_", &attention_softmax_backward<T>, py::arg("dp").noconvert(),
+          py::arg("p").noconvert(), py::arg("g").noconvert(), py::arg("out").noconvert(), py::arg("scale"),
+          py::arg("avx2") = py::none(),
+          "dp (B..., L, S), the probabilities' gradient g v^T, made the scores' gradient times scale in place: "
+          "p (dp - sum(g * out, -1)) scale, g and out (B..., L, Ev) of any strides.");
   });
 }
 

@@ -3,7 +3,9 @@
 // gelu_tanh_slope, GeluBackward), instantiated over an eight-lane AVX2 vector, with exp, tanh and erf
 // written for that vector (erf as the NumPy path's formula). NumPy evaluates them as nine to fifteen
 // passes over the array, each its own SIMD loop; scalar libm's tanhf, expf and erff, one element at a
-// time, are slower still. Here each element is read and written once.
+// time, are slower still. Here each element is read and written once. Also attention's softmax between
+// BLAS's products (attention.cpp's softmax_rows and softmax_backward_rows, the same steps on eight lanes,
+// tested against the NumPy path in tests/test_attention_plain.py).
 //
 // This is the one host file built with -mavx2 -mfma (CMakeLists.txt); nothing in it runs unless
 // cpu_has_avx2() said the CPU has both (the module's other files are built for the baseline x86-64).
@@ -15,7 +17,10 @@
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace adcuda::host {
 namespace {
@@ -180,6 +185,75 @@ void tanh_avx2(const float* x, float* y, std::ptrdiff_t n) {
   });
 }
 
+namespace {
+
+// The lanes below ``count`` set (all bits), the others clear: a tail's lanes.
+inline __m256 first_lanes(std::ptrdiff_t count) {
+  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), index));
+}
+
+inline float lanes_max(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+
+inline float lanes_sum(__m256 v) {
+  __m128 m = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
+}
+
+}  // namespace
+
+void attention_softmax_avx2(float* s, float* lse, std::ptrdiff_t rows, std::ptrdiff_t L, std::ptrdiff_t S,
+                            bool causal) {
+  const __m256 minus_inf = splat(-std::numeric_limits<float>::infinity());
+  for (std::ptrdiff_t r = 0, i = 0; r < rows; ++r, s += S, i = i + 1 == L ? 0 : i + 1) {
+    const std::ptrdiff_t seen = causal ? std::min(S, i + 1) : S;
+    const std::ptrdiff_t whole = seen & ~std::ptrdiff_t(7), tail = seen - whole;
+    const __m256 lanes = first_lanes(tail);
+    const __m256i lane_bits = _mm256_castps_si256(lanes);
+    // (whole vectors, then the tail's lanes loaded masked: the rest of the row is never read)
+    __m256 top = minus_inf;
+    for (std::ptrdiff_t j = 0; j < whole; j += 8) top = _mm256_max_ps(top, _mm256_loadu_ps(s + j));
+    if (tail) top = _mm256_max_ps(top, _mm256_blendv_ps(minus_inf, _mm256_maskload_ps(s + whole, lane_bits), lanes));
+    // (max_ps may pass over a NaN; the row's sum is NaN all the same, as the baseline's)
+    float m = lanes_max(top);
+    if (!std::isfinite(m)) m = 0.0f;
+    const __m256 shift = splat(m);
+    __m256 sum = _mm256_setzero_ps();
+    for (std::ptrdiff_t j = 0; j < whole; j += 8) {
+      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), shift));
+      _mm256_storeu_ps(s + j, e);
+      sum = _mm256_add_ps(sum, e);
+    }
+    __m256 last = _mm256_setzero_ps();
+    if (tail) {
+      last = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(s + whole, lane_bits), shift)), lanes);
+      sum = _mm256_add_ps(sum, last);
+    }
+    const float total = lanes_sum(sum);
+    const __m256 inverse = splat(total == 0.0f ? 0.0f : 1.0f / total);
+    for (std::ptrdiff_t j = 0; j < whole; j += 8)
+      _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), inverse));
+    if (tail) _mm256_maskstore_ps(s + whole, lane_bits, _mm256_mul_ps(last, inverse));
+    std::fill(s + seen, s + S, 0.0f);  // the hidden keys
+    lse[r] = std::log(total) + m;
+  }
+}
+
+void attention_softmax_backward_avx2(float* dp, const float* p, const float* delta, float scale,
+                                     std::ptrdiff_t rows, std::ptrdiff_t S) {
+  for (std::ptrdiff_t r = 0; r < rows; ++r, dp += S, p += S) {
+    const F8 d(delta[r]), k(scale);
+    in_eights(S, [&](std::ptrdiff_t i, std::ptrdiff_t count) {
+      store_some(dp + i, load_some(p + i, count) * (load_some(dp + i, count) - d) * k, count);
+    });
+  }
+}
+
 }  // namespace adcuda::host
 
 #else  // not built for AVX2: cpu_has_avx2() says no, and the CPU backend never calls the loops
@@ -191,6 +265,8 @@ void gelu_tanh_backward_avx2(const float*, const float*, const float*, float*, s
 void gelu_avx2(const float*, float*, std::ptrdiff_t) {}
 void gelu_backward_avx2(const float*, const float*, float*, std::ptrdiff_t) {}
 void tanh_avx2(const float*, float*, std::ptrdiff_t) {}
+void attention_softmax_avx2(float*, float*, std::ptrdiff_t, std::ptrdiff_t, std::ptrdiff_t, bool) {}
+void attention_softmax_backward_avx2(float*, const float*, const float*, float, std::ptrdiff_t, std::ptrdiff_t) {}
 }  // namespace adcuda::host
 
 #endif

@@ -35,4 +35,14 @@ void gelu_backward_avx2(const float* x, const float* g, float* out, std::ptrdiff
 // layer's steps (recurrent.cpp), which activate a row of gates at a time.
 void tanh_avx2(const float* x, float* y, std::ptrdiff_t n);
 
+// Attention's softmax over ``rows`` rows of S float32 scores in place (attention.cpp's softmax_rows, eight
+// lanes at a time): row r sees its first seen(r) keys, where ``causal``, min(S, r % L + 1), else all S.
+void attention_softmax_avx2(float* s, float* lse, std::ptrdiff_t rows, std::ptrdiff_t L, std::ptrdiff_t S,
+                            bool causal);
+
+// The scores' gradient from the probabilities' in place (attention.cpp's softmax_backward_rows):
+// dp = p (dp - delta[r]) scale along each of ``rows`` rows of S.
+void attention_softmax_backward_avx2(float* dp, const float* p, const float* delta, float scale,
+                                     std::ptrdiff_t rows, std::ptrdiff_t S);
+
 }  // namespace adcuda::host

@@ -44,6 +44,40 @@ def _native_attention(q, k, v):
     return _NATIVE if fits else None
 
 
+# The larger calls without mask or dropout (those _native_attention leaves to NumPy): BLAS computes the
+# scores and the products, the host module the softmax between them (cpu_attention_softmax_: max, exp,
+# sum and scale along each row while it is in cache, the hidden keys of a causal row skipped) and the
+# scores' gradient in the backward (cpu_attention_softmax_backward_: p (g v^T - sum(g out)) scale in one
+# pass). NumPy makes a dozen passes over the (B..., L, S) scores for those (a small GPT's 32x4x64x64: 1.3
+# ms of a 2.2 ms forward and backward). The forward and the backward pick it by the same rule, so that
+# the backward's probabilities are the forward's bit for bit. _SOFTMAX_AVX2: which build of its loops
+# runs (None: the CPU's best; tests run both where the CPU has AVX2).
+_SOFTMAX_AVX2: bool | None = None
+
+
+def _host_softmax(q, k, v, mask, dropout_p):
+    """Whether attention of q, k and v (computing arrays of one dtype) takes the host softmax: no mask,
+    no dropout, one batch shape."""
+    return (
+        _NATIVE is not None
+        and mask is None
+        and not dropout_p
+        and q.dtype == k.dtype == v.dtype
+        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+    )
+
+
+def _host_probabilities(q, k, is_causal, scale, into=None):
+    """(probabilities, logsumexp) of the host softmax: the scores q k^T * scale computed into ``into``
+    (the replay's kept probabilities; None: a new array), then made probabilities in place."""
+    target = into if into is not None and _kept_probs(into, q) else None
+    p = _product(q * q.dtype.type(scale), np.swapaxes(k, -1, -2), target)
+    lse = _NATIVE.cpu_attention_softmax_(p, is_causal, _SOFTMAX_AVX2)
+    if into is not None and target is None:
+        np.copyto(into, p)
+    return p, lse
+
+
 def _rows(*arrays):
     """The arrays C-contiguous (copies of strided ones: the host module reads rows)."""
     return tuple(a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays)
@@ -262,6 +296,9 @@ def attention(
             out = into
         return out, lse
     qq, kk, vv = _operands("attention", q, k, v)
+    if _host_softmax(qq, kk, vv, mask, dropout_p):
+        p, lse = _host_probabilities(qq, kk, is_causal, scale, probs)
+        return _product(p, vv, into).astype(q.dtype, copy=False), lse
     # (the big temporaries are written in place; NumPy's warnings for log(0) and inf - inf in fully
     # masked rows are silenced by the package's filter, no np.errstate, which costs microseconds)
     s, unshifted, keep = _attention_scores(qq, kk, mask, is_causal, scale)
@@ -307,10 +344,13 @@ def attention_backward(
     qq, kk, vv = _operands("attention_backward", q, k, v)
     gg, oo = _compute(g), _compute(out)
     native = _native_attention(q, k, v) if mask is None and not dropout_p and probs is None else None
+    host = _host_softmax(qq, kk, vv, mask, dropout_p)
     if probs is not None:
         p = probs
     elif native is not None and lse.dtype == q.dtype:
         p = native.cpu_attention_probs(*_rows(q, k, lse), is_causal, scale)  # the host forward's, bit for bit
+    elif host:
+        p = _host_probabilities(qq, kk, is_causal, scale)[0]  # the forward's, bit for bit
     else:
         # the probabilities as the forward computed them, bit for bit
         p, unshifted, keep = _attention_scores(qq, kk, mask, is_causal, scale)
@@ -331,12 +371,18 @@ def attention_backward(
     into_q, into_k, into_v = (None, None, None) if into is None else into
     dv = _product(np.swapaxes(p if z is None else p * z, -1, -2), gg, into_v)
     ds = threads.matmul(gg, np.swapaxes(vv, -1, -2))
-    if z is not None:
-        ds *= z
-    ds -= _row_sums(gg * oo, 1)
-    ds *= p
-    dq = _product(ds, kk, into_q)
-    dq *= scale
-    dk = _product(np.swapaxes(ds, -1, -2), qq, into_k)
-    dk *= scale
+    if host and gg.dtype == oo.dtype == ds.dtype == p.dtype:
+        # (the scores' gradient times scale: the products below give dq and dk)
+        _NATIVE.cpu_attention_softmax_backward_(ds, _rows(p)[0], gg, oo, scale, _SOFTMAX_AVX2)
+        dq = _product(ds, kk, into_q)
+        dk = _product(np.swapaxes(ds, -1, -2), qq, into_k)
+    else:
+        if z is not None:
+            ds *= z
+        ds -= _row_sums(gg * oo, 1)
+        ds *= p
+        dq = _product(ds, kk, into_q)
+        dq *= scale
+        dk = _product(np.swapaxes(ds, -1, -2), qq, into_k)
+        dk *= scale
     return dq.astype(q.dtype, copy=False), dk.astype(k.dtype, copy=False), dv.astype(v.dtype, copy=False)
