@@ -4,6 +4,7 @@ tests/test_cuda_embedding_norm_dropout.py), and the ops built on them: F.embeddi
 nn.utils.clip_grad_norm_.
 """
 
+import importlib
 import math
 
 import numpy as np
@@ -69,10 +70,25 @@ def sequential_backward(grad, idx, num_embeddings, padding_idx, scale_grad_by_fr
     return out.astype(grad.dtype)
 
 
+# (the module: adcuda.backends.cpu's package namespace binds the name to the function)
+cpu_embedding = importlib.import_module("adcuda.backends.cpu.embedding")
+
+
+@pytest.fixture(params=["host", "numpy"])
+def summing(request, monkeypatch):
+    """Each test below on both paths of the sequential sum: the host module's index_add loop and the
+    NumPy grouping by occurrence (int32 indices and pure-source checkouts take it)."""
+    if request.param == "numpy":
+        monkeypatch.setattr(cpu_embedding, "_native_index_along", None)
+    elif cpu_embedding._native_index_along is None:
+        pytest.skip("the host module was built without kernels/host/index.cpp")
+    return request.param
+
+
 @pytest.mark.parametrize("dtype, acc", [(np.float32, np.float32), (np.float16, np.float32), (np.float64, np.float64)])
 @pytest.mark.parametrize("padding_idx", (None, 2))
 @pytest.mark.parametrize("scale_grad_by_freq", (False, True))
-def test_embedding_backward_is_the_sequential_sum(dtype, acc, padding_idx, scale_grad_by_freq):
+def test_embedding_backward_is_the_sequential_sum(dtype, acc, padding_idx, scale_grad_by_freq, summing):
     g = rng(3)
     idx = g.integers(0, 7, (9, 13))  # 117 indices into 7 rows: long runs of repeats
     # values of mixed magnitude, so that the order of the additions shows in the last bits
@@ -89,7 +105,7 @@ def test_embedding_backward_is_the_sequential_sum(dtype, acc, padding_idx, scale
 
 
 @pytest.mark.parametrize("dtype", (np.float32, np.float64))
-def test_embedding_backward_with_uneven_counts_and_negative_zeros_is_the_sequential_sum(dtype):
+def test_embedding_backward_with_uneven_counts_and_negative_zeros_is_the_sequential_sum(dtype, summing):
     # indices from once to 40 times each, in no order, so that the occurrence layers hold different
     # sets of rows; some rows all -0.0 (a sum from 0 is +0.0), others mixing -0.0 with values
     g = rng(5)
@@ -102,7 +118,7 @@ def test_embedding_backward_with_uneven_counts_and_negative_zeros_is_the_sequent
     np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))  # bit for bit, signs of 0
 
 
-def test_embedding_backward_of_an_index_repeated_past_the_pass_limit_is_sequential_too():
+def test_embedding_backward_of_an_index_repeated_past_the_pass_limit_is_sequential_too(summing):
     # 200 occurrences of index 1: beyond the per-occurrence passes, the element-by-element scatter
     g = rng(4)
     idx = np.r_[np.ones(200, np.int64), g.integers(0, 5, 30)]

@@ -45,6 +45,12 @@ def embedding(weight: BackendArray, indices: BackendArray) -> BackendArray:
     return weight.take(idx, axis=0)  # (the method: np.take adds a Python layer)
 
 
+# kernels/host/index.cpp's index_add loop (None in a pure-source checkout): the rows added into their
+# index's row one after the other, the order _rows_summed_in_order keeps, in one pass (a small GPT's
+# 2048 token rows: 15 us, where the grouping below makes a dozen NumPy calls, 0.2 ms)
+_native_index_along = getattr(_C, "host_index_along", None)
+_I64 = np.dtype(np.int64)
+
 # above this many occurrences of one index, np.add.at's element-by-element scatter beats a pass per
 # occurrence
 _MAX_PASSES = 64
@@ -61,6 +67,9 @@ def _rows_summed_in_order(idx, rows, num_embeddings):
     n = idx.size
     out = np.zeros((num_embeddings, rows.shape[1]), rows.dtype)
     if not n:
+        return out
+    if _native_index_along is not None and idx.dtype == _I64 and rows.flags.c_contiguous:
+        _native_index_along(out, 0, idx, rows, 1)  # (indices checked by the caller)
         return out
     order = np.argsort(idx, kind="stable")
     sorted_idx = idx[order]
