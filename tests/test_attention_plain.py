@@ -127,19 +127,24 @@ def _qkv(rng, dtype, L, S, E, Ev, batch=(2, 3)):
     return q, k, v
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("avx2", _BUILDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("is_causal", [False, True])
 @pytest.mark.parametrize("sizes", _LARGER)
-def test_the_host_softmax_matches_numpy(monkeypatch, avx2, dtype, is_causal, sizes):
-    """Larger calls: BLAS's scores made probabilities by the host module (cpu_attention_softmax_) against
-    the NumPy path: output and logsumexp, a NaN, +inf and -inf query element each poisoning its row as
-    NumPy's formulas do; the backward's gradients (cpu_attention_softmax_backward_), with the forward's
-    probabilities kept or computed again, which are the same bit for bit."""
+def test_the_host_softmax_matches_numpy(monkeypatch, fused, avx2, dtype, is_causal, sizes):
+    """Larger calls: the host module's scores and softmax (cpu_attention_scores_softmax_, small heads) or
+    BLAS's scores made probabilities by it (cpu_attention_softmax_) against the NumPy path: output and
+    logsumexp, a NaN, +inf and -inf query element each poisoning its row as NumPy's formulas do; the
+    backward's gradients (cpu_attention_softmax_backward_), with the forward's probabilities kept or
+    computed again, which are the same bit for bit."""
     monkeypatch.setattr(cpu_attention, "_SOFTMAX_AVX2", avx2)
+    if not fused:
+        monkeypatch.setattr(cpu_attention, "_FUSED_WIDTH", 0)
     rng = np.random.default_rng(8)
     q, k, v = _qkv(rng, dtype, *sizes)
-    tolerance = {"rtol": 2e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    # (float32: scores summed in another order than BLAS's, then exp'd)
+    tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == np.float32 else {"rtol": 1e-12, "atol": 1e-12}
     for poison in (None, np.nan, np.inf, -np.inf):
         qq = q.copy()
         if poison is not None:
@@ -168,7 +173,7 @@ def test_the_host_softmax_matches_numpy(monkeypatch, avx2, dtype, is_causal, siz
 
 def test_the_host_softmax_takes_strided_gradients_and_only_its_calls(monkeypatch):
     """The backward reads g and the output through their strides (a replay's views); masks, dropout and
-    broadcast batch dims keep the NumPy path."""
+    broadcast batch dims keep the NumPy path; wide heads take BLAS's scores."""
     rng = np.random.default_rng(9)
     q, k, v = _qkv(rng, np.float32, 33, 64, 24, 24)
     out, lse = cpu_attention.attention(q, k, v, None, True, 0.2)
@@ -192,6 +197,9 @@ def test_the_host_softmax_takes_strided_gradients_and_only_its_calls(monkeypatch
         (q[None].repeat(2, 0), k, v, None, False, 0.5),  # broadcast batch dims
     ):
         cpu_attention.attention(*args)
-    assert "cpu_attention_softmax_" not in calls
+    assert not {"cpu_attention_softmax_", "cpu_attention_scores_softmax_"} & set(calls)
     cpu_attention.attention(q, k, v, None, False, 0.5)
-    assert calls[-1] == "cpu_attention_softmax_"
+    assert calls[-1] == "cpu_attention_scores_softmax_"  # (24-wide heads of 64 keys)
+    wide = rng.standard_normal((2, 33, cpu_attention._FUSED_WIDTH + 1)).astype(np.float32)
+    cpu_attention.attention(wide, wide, wide, None, False, 0.5)
+    assert calls[-1] == "cpu_attention_softmax_"  # (BLAS's scores)

@@ -8,7 +8,10 @@
 // probabilities exp(s - logsumexp) (exp(s - inf) = 0 where the logsumexp is not finite), in the
 // arrays' dtype. The backward's probabilities (cpu_attention_probs) are the forward's (kept in its
 // ``probs`` by a captured program) bit for bit, as the NumPy path's are its own: one rule picks the host
-// or NumPy for both. Built in every install, with or without CUDA; calls release the GIL.
+// or NumPy for both. For larger calls without mask or dropout, the softmax between BLAS's products
+// (cpu_attention_softmax_; the scores too for small heads, cpu_attention_scores_softmax_) and the scores'
+// gradient (cpu_attention_softmax_backward_), AVX2 builds of their loops in elementwise_avx2.cpp. Built in
+// every install, with or without CUDA; calls release the GIL.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -162,23 +165,25 @@ py::array_t<T> attention_probs(const RowMajor<T>& q, const RowMajor<T>& k, const
 // 0: a row of -inf scores), 0 for the hidden keys; logsumexp log(sum(e)) + m. NaN propagates as in the
 // NumPy path. One pass over a row in cache per step, where NumPy makes a dozen over the whole array.
 template <typename T>
-void softmax_rows(T* s, T* lse, Index rows, Index L, Index S, bool causal) {
-  for (Index r = 0; r < rows; ++r, s += S) {
-    const Index seen = causal ? std::min(S, r % L + 1) : S;
-    T m = -std::numeric_limits<T>::infinity();
-    for (Index j = 0; j < seen; ++j)
-      if (s[j] > m || s[j] != s[j]) m = s[j];
-    if (!std::isfinite(m)) m = T(0);
-    T sum = T(0);
-    for (Index j = 0; j < seen; ++j) {
-      s[j] = std::exp(s[j] - m);
-      sum += s[j];
-    }
-    const T inverse = sum == T(0) ? T(0) : T(1) / sum;
-    for (Index j = 0; j < seen; ++j) s[j] *= inverse;
-    for (Index j = seen; j < S; ++j) s[j] = T(0);
-    lse[r] = std::log(sum) + m;
+T softmax_row(T* s, Index seen, Index S) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (Index j = 0; j < seen; ++j)
+    if (s[j] > m || s[j] != s[j]) m = s[j];
+  if (!std::isfinite(m)) m = T(0);
+  T sum = T(0);
+  for (Index j = 0; j < seen; ++j) {
+    s[j] = std::exp(s[j] - m);
+    sum += s[j];
   }
+  const T inverse = sum == T(0) ? T(0) : T(1) / sum;
+  for (Index j = 0; j < seen; ++j) s[j] *= inverse;
+  for (Index j = seen; j < S; ++j) s[j] = T(0);
+  return std::log(sum) + m;
+}
+
+template <typename T>
+void softmax_rows(T* s, T* lse, Index rows, Index L, Index S, bool causal) {
+  for (Index r = 0; r < rows; ++r, s += S) lse[r] = softmax_row(s, causal ? std::min(S, r % L + 1) : S, S);
 }
 
 // dp = p (dp - delta[r]) scale along each row: the scores' gradient (scale: the scores' own, so that the
@@ -257,6 +262,69 @@ void attention_softmax_backward(RowMajor<T>& dp, const RowMajor<T>& p, const py:
   softmax_backward_rows(dpd, p.data(), delta.data(), T(scale), rows, S);
 }
 
+// The byte offset of batch entry ``b`` of an array whose first ``nd - 2`` dims are the batch dims.
+Index entry_offset(const py::array& a, Index b) {
+  Index at = 0;
+  for (Index d = a.ndim() - 3; d >= 0; --d) {
+    at += (b % a.shape(d)) * a.strides(d);
+    b /= a.shape(d);
+  }
+  return at;
+}
+
+// The scores (q k^T) * scale computed here and made probabilities (softmax_rows) in p, for small heads,
+// where BLAS's batched products of a few thousand multiply-adds each cost more than their arithmetic
+// and the scores would go out to memory and back before the softmax: per batch entry, the scaled
+// queries and the keys' transpose gathered once (any strides), then row by row the seen keys' scores
+// (the hidden ones of a causal row never computed) and their softmax while the row is in cache.
+template <typename T>
+py::array_t<T> attention_scores_softmax(const py::array_t<T>& q, const py::array_t<T>& k, RowMajor<T>& p,
+                                        bool is_causal, double scale, std::optional<bool> avx2) {
+  const Index nd = q.ndim();
+  bool fits = nd >= 2 && k.ndim() == nd && p.ndim() == nd && q.shape(nd - 1) == k.shape(nd - 1) &&
+              p.shape(nd - 2) == q.shape(nd - 2) && p.shape(nd - 1) == k.shape(nd - 2);
+  for (Index d = 0; fits && d < nd - 2; ++d) fits = k.shape(d) == q.shape(d) && p.shape(d) == q.shape(d);
+  if (!fits)
+    throw std::invalid_argument("cpu_attention_scores_softmax_: q (B..., L, E), k (B..., S, E), p (B..., L, S)");
+  const bool wide = std::is_same_v<T, float> && choose_avx2("cpu_attention_scores_softmax_", avx2);
+  const Index L = q.shape(nd - 2), E = q.shape(nd - 1), S = k.shape(nd - 2), width = (S + 31) / 32 * 32;
+  py::array_t<T> lse(std::vector<py::ssize_t>(q.shape(), q.shape() + nd - 1));
+  const Index batch = L == 0 ? 0 : lse.size() / L;
+  const char* qd = reinterpret_cast<const char*>(q.data());
+  const char* kd = reinterpret_cast<const char*>(k.data());
+  const Index qr = q.strides(nd - 2), qe = q.strides(nd - 1), kr = k.strides(nd - 2), ke = k.strides(nd - 1);
+  T* pd = p.mutable_data();
+  T* l = lse.mutable_data();
+  py::gil_scoped_release release;
+  std::vector<T> qs(static_cast<std::size_t>(L * E)), kt(static_cast<std::size_t>(E * width), T(0));
+  const T factor = T(scale);
+  for (Index b = 0; b < batch; ++b, pd += L * S, l += L) {
+    const char* qb = qd + entry_offset(q, b);
+    const char* kb = kd + entry_offset(k, b);
+    for (Index i = 0; i < L; ++i)
+      for (Index e = 0; e < E; ++e) qs[i * E + e] = *reinterpret_cast<const T*>(qb + i * qr + e * qe) * factor;
+    for (Index j = 0; j < S; ++j)
+      for (Index e = 0; e < E; ++e) kt[e * width + j] = *reinterpret_cast<const T*>(kb + j * kr + e * ke);
+    if constexpr (std::is_same_v<T, float>) {
+      if (wide) {
+        attention_scores_softmax_avx2(qs.data(), kt.data(), pd, l, L, S, E, width, is_causal);
+        continue;
+      }
+    }
+    for (Index i = 0; i < L; ++i) {
+      const Index seen = is_causal ? std::min(S, i + 1) : S;
+      T* row = pd + i * S;
+      for (Index j = 0; j < seen; ++j) {
+        T dot = T(0);
+        for (Index e = 0; e < E; ++e) dot += qs[i * E + e] * kt[e * width + j];
+        row[j] = dot;
+      }
+      l[i] = softmax_row(row, seen, S);
+    }
+  }
+  return lse;
+}
+
 }  // namespace
 
 void bind_attention(py::module_& m) {
@@ -277,6 +345,13 @@ void bind_attention(py::module_& m) {
           "The scores s (B..., L, S), a C-contiguous writeable float32/float64 array, made attention's "
           "probabilities in place (keys after the query's position 0 where is_causal); returns the rows' "
           "logsumexp (B..., L). avx2: which build runs (None: the CPU's best).");
+    m.def("cpu_attention_scores_softmax_", &attention_scores_softmax<T>, py::arg("q").noconvert(),
+          py::arg("k").noconvert(), py::arg("p").noconvert(), py::arg("is_causal"), py::arg("scale"),
+          py::arg("avx2") = py::none(),
+          "Attention's probabilities softmax(q k^T * scale) (keys after the query's position 0 where is_causal) "
+          "of q (B..., L, E) and k (B..., S, E) of one dtype and batch shape, any strides, written into p "
+          "(B..., L, S), a C-contiguous writeable array of their dtype; returns the rows' logsumexp (B..., L). "
+          "avx2: which build runs (None: the CPU's best).");
     m.def("cpu_attention_softmax_backward_", &attention_softmax_backward<T>, py::arg("dp").noconvert(),
           py::arg("p").noconvert(), py::arg("g").noconvert(), py::arg("out").noconvert(), py::arg("scale"),
           py::arg("avx2") = py::none(),

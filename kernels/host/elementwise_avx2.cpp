@@ -207,40 +207,96 @@ inline float lanes_sum(__m256 v) {
 
 }  // namespace
 
+namespace {
+
+// One row of attention_softmax_avx2: the first ``seen`` of its S scores made probabilities, the rest 0.
+float softmax_row(float* s, std::ptrdiff_t seen, std::ptrdiff_t S) {
+  const __m256 minus_inf = splat(-std::numeric_limits<float>::infinity());
+  const std::ptrdiff_t whole = seen & ~std::ptrdiff_t(7), tail = seen - whole;
+  const __m256 lanes = first_lanes(tail);
+  const __m256i lane_bits = _mm256_castps_si256(lanes);
+  // (whole vectors, then the tail's lanes loaded masked: the rest of the row is never read)
+  __m256 top = minus_inf;
+  for (std::ptrdiff_t j = 0; j < whole; j += 8) top = _mm256_max_ps(top, _mm256_loadu_ps(s + j));
+  if (tail) top = _mm256_max_ps(top, _mm256_blendv_ps(minus_inf, _mm256_maskload_ps(s + whole, lane_bits), lanes));
+  // (max_ps may pass over a NaN; the row's sum is NaN all the same, as the baseline's)
+  float m = lanes_max(top);
+  if (!std::isfinite(m)) m = 0.0f;
+  const __m256 shift = splat(m);
+  __m256 sum = _mm256_setzero_ps();
+  for (std::ptrdiff_t j = 0; j < whole; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), shift));
+    _mm256_storeu_ps(s + j, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  __m256 last = _mm256_setzero_ps();
+  if (tail) {
+    last = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(s + whole, lane_bits), shift)), lanes);
+    sum = _mm256_add_ps(sum, last);
+  }
+  const float total = lanes_sum(sum);
+  const __m256 inverse = splat(total == 0.0f ? 0.0f : 1.0f / total);
+  for (std::ptrdiff_t j = 0; j < whole; j += 8)
+    _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), inverse));
+  if (tail) _mm256_maskstore_ps(s + whole, lane_bits, _mm256_mul_ps(last, inverse));
+  std::fill(s + seen, s + S, 0.0f);  // the hidden keys
+  return std::log(total) + m;
+}
+
+}  // namespace
+
 void attention_softmax_avx2(float* s, float* lse, std::ptrdiff_t rows, std::ptrdiff_t L, std::ptrdiff_t S,
                             bool causal) {
-  const __m256 minus_inf = splat(-std::numeric_limits<float>::infinity());
-  for (std::ptrdiff_t r = 0, i = 0; r < rows; ++r, s += S, i = i + 1 == L ? 0 : i + 1) {
-    const std::ptrdiff_t seen = causal ? std::min(S, i + 1) : S;
-    const std::ptrdiff_t whole = seen & ~std::ptrdiff_t(7), tail = seen - whole;
-    const __m256 lanes = first_lanes(tail);
-    const __m256i lane_bits = _mm256_castps_si256(lanes);
-    // (whole vectors, then the tail's lanes loaded masked: the rest of the row is never read)
-    __m256 top = minus_inf;
-    for (std::ptrdiff_t j = 0; j < whole; j += 8) top = _mm256_max_ps(top, _mm256_loadu_ps(s + j));
-    if (tail) top = _mm256_max_ps(top, _mm256_blendv_ps(minus_inf, _mm256_maskload_ps(s + whole, lane_bits), lanes));
-    // (max_ps may pass over a NaN; the row's sum is NaN all the same, as the baseline's)
-    float m = lanes_max(top);
-    if (!std::isfinite(m)) m = 0.0f;
-    const __m256 shift = splat(m);
-    __m256 sum = _mm256_setzero_ps();
-    for (std::ptrdiff_t j = 0; j < whole; j += 8) {
-      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), shift));
-      _mm256_storeu_ps(s + j, e);
-      sum = _mm256_add_ps(sum, e);
+  for (std::ptrdiff_t r = 0, i = 0; r < rows; ++r, s += S, i = i + 1 == L ? 0 : i + 1)
+    lse[r] = softmax_row(s, causal ? std::min(S, i + 1) : S, S);
+}
+
+namespace {
+
+// The 32 scores from the keys' transpose kt (its columns from the block's first key) of two query rows
+// at a time (qa and qb, which may be one row), eight accumulators, so that the multiply-adds need not wait
+// on each other.
+inline void scores_block(const float* qa_row, const float* qb_row, const float* kt, std::ptrdiff_t E,
+                         std::ptrdiff_t width, __m256 (&a)[4], __m256 (&b)[4]) {
+  for (int t = 0; t < 4; ++t) a[t] = b[t] = _mm256_setzero_ps();
+  for (std::ptrdiff_t e = 0; e < E; ++e, kt += width) {
+    const __m256 qa = splat(qa_row[e]), qb = splat(qb_row[e]);
+    for (int t = 0; t < 4; ++t) {
+      const __m256 k8 = _mm256_loadu_ps(kt + 8 * t);
+      a[t] = _mm256_fmadd_ps(qa, k8, a[t]);
+      b[t] = _mm256_fmadd_ps(qb, k8, b[t]);
     }
-    __m256 last = _mm256_setzero_ps();
-    if (tail) {
-      last = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_maskload_ps(s + whole, lane_bits), shift)), lanes);
-      sum = _mm256_add_ps(sum, last);
+  }
+}
+
+inline void store_scores(float* p, std::ptrdiff_t j, std::ptrdiff_t seen, std::ptrdiff_t S, const __m256 (&a)[4]) {
+  for (std::ptrdiff_t t = 0; t < 4 && j + 8 * t < seen; ++t) {
+    const std::ptrdiff_t at = j + 8 * t;
+    if (at + 8 <= S)
+      _mm256_storeu_ps(p + at, a[t]);
+    else
+      _mm256_maskstore_ps(p + at, _mm256_castps_si256(first_lanes(S - at)), a[t]);
+  }
+}
+
+}  // namespace
+
+void attention_scores_softmax_avx2(const float* q, const float* kt, float* p, float* lse, std::ptrdiff_t L,
+                                   std::ptrdiff_t S, std::ptrdiff_t E, std::ptrdiff_t width, bool causal) {
+  // (rows in pairs; a last odd row pairs with itself, its scores computed twice)
+  for (std::ptrdiff_t i = 0; i < L; i += 2) {
+    const std::ptrdiff_t i2 = std::min(i + 1, L - 1);
+    const std::ptrdiff_t seen = causal ? std::min(S, i + 1) : S, seen2 = causal ? std::min(S, i2 + 1) : S;
+    float* row = p + i * S;
+    float* row2 = p + i2 * S;
+    __m256 a[4], b[4];
+    for (std::ptrdiff_t j = 0; j < seen2; j += 32) {
+      scores_block(q + i * E, q + i2 * E, kt + j, E, width, a, b);
+      store_scores(row, j, seen, S, a);
+      store_scores(row2, j, seen2, S, b);
     }
-    const float total = lanes_sum(sum);
-    const __m256 inverse = splat(total == 0.0f ? 0.0f : 1.0f / total);
-    for (std::ptrdiff_t j = 0; j < whole; j += 8)
-      _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), inverse));
-    if (tail) _mm256_maskstore_ps(s + whole, lane_bits, _mm256_mul_ps(last, inverse));
-    std::fill(s + seen, s + S, 0.0f);  // the hidden keys
-    lse[r] = std::log(total) + m;
+    lse[i] = softmax_row(row, seen, S);
+    if (i2 != i) lse[i2] = softmax_row(row2, seen2, S);
   }
 }
 
@@ -267,6 +323,8 @@ void gelu_backward_avx2(const float*, const float*, float*, std::ptrdiff_t) {}
 void tanh_avx2(const float*, float*, std::ptrdiff_t) {}
 void attention_softmax_avx2(float*, float*, std::ptrdiff_t, std::ptrdiff_t, std::ptrdiff_t, bool) {}
 void attention_softmax_backward_avx2(float*, const float*, const float*, float, std::ptrdiff_t, std::ptrdiff_t) {}
+void attention_scores_softmax_avx2(const float*, const float*, float*, float*, std::ptrdiff_t, std::ptrdiff_t,
+                                   std::ptrdiff_t, std::ptrdiff_t, bool) {}
 }  // namespace adcuda::host
 
 #endif

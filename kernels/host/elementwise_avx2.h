@@ -40,6 +40,13 @@ void tanh_avx2(const float* x, float* y, std::ptrdiff_t n);
 void attention_softmax_avx2(float* s, float* lse, std::ptrdiff_t rows, std::ptrdiff_t L, std::ptrdiff_t S,
                             bool causal);
 
+// One batch entry's scores and their softmax (attention.cpp's scores_softmax): the rows of the scaled
+// queries q (L x E, row-major) against the keys' transpose kt (E rows of ``width`` >= S rounded up to 32,
+// zero past S), each row's seen scores (as attention_softmax_avx2's) into p (L x S, row-major) and made
+// probabilities there, the logsumexps into lse (L).
+void attention_scores_softmax_avx2(const float* q, const float* kt, float* p, float* lse, std::ptrdiff_t L,
+                                   std::ptrdiff_t S, std::ptrdiff_t E, std::ptrdiff_t width, bool causal);
+
 // The scores' gradient from the probabilities' in place (attention.cpp's softmax_backward_rows):
 // dp = p (dp - delta[r]) scale along each of ``rows`` rows of S.
 void attention_softmax_backward_avx2(float* dp, const float* p, const float* delta, float scale,

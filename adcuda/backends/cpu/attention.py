@@ -53,6 +53,14 @@ def _native_attention(q, k, v):
 # the backward's probabilities are the forward's bit for bit. _SOFTMAX_AVX2: which build of its loops
 # runs (None: the CPU's best; tests run both where the CPU has AVX2).
 _SOFTMAX_AVX2: bool | None = None
+# Small heads (E and S at most these) take the scores from the host module too, with their softmax
+# (cpu_attention_scores_softmax_: row by row in cache, a causal row's hidden keys never computed), where
+# BLAS's batched products of a few thousand multiply-adds each cost more than their arithmetic and the
+# scores go out to memory and back before the softmax (a small GPT's 32x4x64x64 scores of 24-wide heads:
+# its attention forward 1.31 -> 1.23 ms a layer in a compiled training step; the backward's g v^T done the
+# same way measured slower than BLAS's, and stays BLAS's)
+_FUSED_WIDTH = 64
+_FUSED_KEYS = 256
 
 
 def _host_softmax(q, k, v, mask, dropout_p):
@@ -67,12 +75,21 @@ def _host_softmax(q, k, v, mask, dropout_p):
     )
 
 
+def _fused(q, k):
+    """Whether the host module computes the scores of q and k too (_FUSED_WIDTH)."""
+    return q.shape[-1] <= _FUSED_WIDTH and k.shape[-2] <= _FUSED_KEYS
+
+
 def _host_probabilities(q, k, is_causal, scale, into=None):
     """(probabilities, logsumexp) of the host softmax: the scores q k^T * scale computed into ``into``
     (the replay's kept probabilities; None: a new array), then made probabilities in place."""
     target = into if into is not None and _kept_probs(into, q) else None
-    p = _product(q * q.dtype.type(scale), np.swapaxes(k, -1, -2), target)
-    lse = _NATIVE.cpu_attention_softmax_(p, is_causal, _SOFTMAX_AVX2)
+    if _fused(q, k):
+        p = target if target is not None else np.empty(q.shape[:-1] + k.shape[-2:-1], q.dtype)
+        lse = _NATIVE.cpu_attention_scores_softmax_(q, k, p, is_causal, scale, _SOFTMAX_AVX2)
+    else:
+        p = _product(q * q.dtype.type(scale), np.swapaxes(k, -1, -2), target)
+        lse = _NATIVE.cpu_attention_softmax_(p, is_causal, _SOFTMAX_AVX2)
     if into is not None and target is None:
         np.copyto(into, p)
     return p, lse
