@@ -13,6 +13,7 @@ import adcuda.nn.functional as F
 from adcuda.backends import cpu
 from adcuda.backends.cpu import elementwise as cpu_elementwise
 from adcuda.backends.cpu import optim as cpu_optim
+from adcuda.capture import host_steps
 from adcuda.capture import program as program_module
 from adcuda.capture.program import Scratch
 from adcuda.errors import IndexOutOfRangeError
@@ -462,6 +463,39 @@ def test_optimizer_steps_replayed_with_the_programs_scratch_match_eager(name, na
         # the step's primitive took its temporaries from the program's scratch arrays: one per tensor
         # shape, or (Adam, which updates a group's tensors gathered) of them all
         assert {(13, 7), (13,), (3, 13), (3,)} <= shapes or (13 * 7 + 13 + 3 * 13 + 3,) in shapes
+
+
+@pytest.mark.parametrize(
+    "name, plain",
+    [("sgd", True), ("sgd momentum dampening weight decay", True), ("sgd nesterov", True), ("sgd maximize", False)],
+)
+def test_plain_float32_sgd_groups_are_stepped_by_the_primitive_directly(name, plain, monkeypatch):
+    """host_steps.py's SGD path where it applies (the numbers, state and versions of ``_train``'s eager
+    run), the optimizer's own step where it does not."""
+    taken = []
+
+    def watched(opt, scratch):
+        taken.append(plain_step(opt, scratch))
+        return taken[-1]
+
+    plain_step = host_steps._plain_sgd_step
+    monkeypatch.setattr(host_steps, "_plain_sgd_step", watched)
+    _train(OPTIMIZERS[name])
+    assert taken and set(taken) == {plain}
+
+
+def test_a_tensor_learning_rate_and_a_parameter_without_gradient_in_the_sgd_replay():
+    def change(opt, i):
+        if i == 2:
+            opt.param_groups[0]["lr"] = adcuda.tensor(0.05)
+        if i == 4:
+            opt.param_groups[0]["lr"] = 0.02
+
+    def make(ps):
+        ps = list(ps)
+        return adcuda.optim.SGD([{"params": ps}, {"params": [adcuda.zeros(4, requires_grad=True)]}], lr=0.1)
+
+    _train(make, change=change)
 
 
 def test_float64_parameters_and_a_learning_rate_changed_between_steps():
