@@ -170,6 +170,55 @@ def test_bias_add_and_activation_are_written_in_place_with_broadcasting():
     assert "in place of" in str(program)
 
 
+MEAN_LOSS_NOTE = "one call making"
+
+
+def _loss_and_gradient_against_eager(loss_of, targets):
+    """``loss_of(logits, targets)`` and its backward eager and compiled, three calls each: the loss and
+    the weight's gradient bit-identical; the program."""
+    w = adcuda.randn(4, 3, requires_grad=True)
+    x, y = adcuda.randn(5, 4), adcuda.tensor(targets)
+
+    def f(x):
+        loss = loss_of(x @ w, y)
+        loss.backward()
+        return loss
+
+    compiled = adcuda.compile(f, fullgraph=True)
+    for _ in range(3):
+        results = []
+        for fn in (f, compiled):
+            w.grad = None
+            results.append((fn(x).detach().numpy().tobytes(), w.grad.numpy().tobytes()))
+        assert results[0] == results[1]
+    return compiled.programs[0]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (every target ignored: 0 / 0)
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("targets", [[0, 2, 1, 1, 0], [0, -100, 2, -100, 1], [-100] * 5], ids=["all", "some", "none"])
+def test_the_mean_cross_entropy_and_its_gradient_are_one_call(targets, smoothing):
+    """The loss and the gradient after it, bytes of eager's, every target ignored too (NaN loss, zero
+    gradient); the eleven calls one in the program."""
+    program = _loss_and_gradient_against_eager(lambda z, y: F.cross_entropy(z, y, label_smoothing=smoothing), targets)
+    assert str(program).count(MEAN_LOSS_NOTE) == 1
+    assert str(program).count("a step of the mean cross-entropy") == 10
+
+
+@pytest.mark.parametrize(
+    "loss_of",
+    [
+        lambda z, y: F.cross_entropy(z, y, reduction="sum"),  # no division by the count
+        lambda z, y: F.cross_entropy(z.double(), y),  # float64 logits
+        lambda z, y: F.cross_entropy(z, y) + F.cross_entropy(z, y, reduction="none")[0],  # the rows read as well
+    ],
+    ids=["sum", "float64", "rows read"],
+)
+def test_other_cross_entropies_are_left_as_recorded(loss_of):
+    program = _loss_and_gradient_against_eager(loss_of, [0, 2, 1, 1, 0])
+    assert MEAN_LOSS_NOTE not in str(program)
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf and NaN on purpose, NumPy called directly
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(1,), (7,), (3, 5, 7), (64, 33)])
