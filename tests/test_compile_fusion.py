@@ -170,6 +170,39 @@ def test_bias_add_and_activation_are_written_in_place_with_broadcasting():
     assert "in place of" in str(program)
 
 
+EARLY_NOTE = "its operands in the cache"
+
+
+def test_a_reduction_runs_right_after_its_operand_is_made():
+    w = adcuda.randn(4, 6)
+
+    def f(x):
+        y = x * 2
+        z = x @ w
+        return y.sum(0) + z.sum()
+
+    program = _compiled_against_eager(f, adcuda.randn(5, 4))
+    assert len(program.early) == 2 and str(program).count(EARLY_NOTE) == 2
+    order = [int(line.split()[0]) for line in program.lines]
+    assert order.index(2) < order.index(1)  # y.sum(0) before the product
+
+
+def test_a_reduction_does_not_move_above_a_write_of_its_operand():
+    w = adcuda.randn(4, 6)
+
+    def f(x):
+        y = x * 2
+        z = x @ w
+        y.add_(1)
+        z2 = x @ w
+        return y.sum(0) + z.sum() + z2.sum(0)[:4]
+
+    program = _compiled_against_eager(f, adcuda.randn(5, 4))
+    reductions = [i for i, s in enumerate(program.trace.steps) if getattr(s, "name", "") == "reduce"]
+    written = [i for i, s in enumerate(program.trace.steps) if getattr(s, "name", "") == "copy_"]
+    assert all(i not in program.early or program.early[i] >= written[0] for i in reductions)
+
+
 MEAN_LOSS_NOTE = "one call making"
 
 

@@ -309,6 +309,7 @@ class Program:
         self.into, self.direct = self._attention_destinations()
         self.keeps = self._forward_keeps()
         self.mean_losses = self._mean_classifier_losses()
+        self.early = self._early_reductions()
         self.lines = []
         self.replay = self._generate()
 
@@ -621,6 +622,36 @@ class Program:
             actions[a] = ("loss", loss.n, gradient.n)
             actions.update(dict.fromkeys(chain - {a}, ("skip",)))
         return actions
+
+    def _early_reductions(self):
+        """{step index: the step right after which it runs} for the reductions a replay makes as soon as
+        their operands are made instead of where eager made them: a ``reduce`` call (pure, its result a
+        new array of the primitive's) whose operands are values the program makes, with nothing between
+        their making and it but calls of pure primitives and gradient accumulations (which write no
+        array a reduction reads). A bias gradient's column sums then read the output gradient while it
+        is still in the cache, before the products that follow evict it (the MLP step's three: 70-100
+        us, against about 25 us)."""
+        steps, producer = self.trace.steps, self.trace.producer
+        early = {}
+        for i, step in enumerate(steps):
+            if step.__class__ is not Call or step.name != "reduce" or i in self.dead or i in self.kernels:
+                continue
+            if i in self.mean_losses or step.result_kind != "array" or step.results[0] in self.buffer_of:
+                continue
+            refs = []
+            _walk(_arguments_of(step), refs.append)
+            if not refs or any(r.__class__ is not Value or producer[r.n] < 0 for r in refs):
+                continue
+            after = max(producer[r.n] for r in refs)
+            if after + 1 >= i or after in early:
+                continue
+            between = steps[after + 1 : i]
+            if all(
+                s.__class__ is Accumulate or s.__class__ is Call and (s.name in _PURE or j in self.dead)
+                for j, s in enumerate(between, after + 1)
+            ):
+                early[i] = after
+        return early
 
     def _scatter_sums(self):
         """Sums of zero arrays each written in disjoint slices (the backward of slicing one array into
@@ -1023,7 +1054,12 @@ class Program:
         buffers = self.buffer_arrays
         held = {}  # value -> the array it is on every replay (a buffer, a view of one or of a persistent array)
         escaping = set(trace.handed_over) | set(self.output_values())  # (arrays made anew each replay)
-        for i, step in enumerate(trace.steps):
+        moved = {}  # step -> the reductions run right after it (_early_reductions)
+        for i, after in sorted(self.early.items()):
+            moved.setdefault(after, []).append(i)
+        order = [j for i in range(len(trace.steps)) if i not in self.early for j in (i, *moved.get(i, ()))]
+        for i in order:
+            step = trace.steps[i]
             cls = step.__class__
             if i in self.dead:
                 lines.append(self._describe(i, step) + f"  (left out: {self.dead[i]})")
@@ -1111,6 +1147,8 @@ class Program:
                 if i in self.into:  # (attention's results written where their copies were going)
                     code = code[:-1] + f", into={bind(self.into[i], 'c')})"
                     note += "  (results written into their copies' buffers)"
+                if i in self.early:
+                    note += f"  (run right after step {self.early[i]}, its operands in the cache)"
                 body.append(f"{target} = {code}" if target else code)
                 lines.append(self._describe(i, step) + note)
             elif cls is HostStep:
