@@ -592,16 +592,16 @@ class Program:
             if f is None or steps[f].__class__ is not Call or steps[f].result_kind != "array":
                 continue
             loss = Value(steps[f].results[0])
-            if call(loss, "binary", "div", total, None, None) != f or steps[f].args[2].__class__ is not Value:
+            if call(loss, "binary", "div", total, None, dt.float32) != f or steps[f].args[2].__class__ is not Value:
                 continue
             count, dtype, rows = steps[f].args[2], steps[f].args[3], steps[k].args[4]
             d = call(count, "astype", None, dtype)
             c = d is not None and call(steps[d].args[0], "reduce", "sum", None, None, False)
-            b = c and call(steps[c].args[1], "binary", "ne", target, ignore, None)
+            b = c and call(steps[c].args[1], "binary", "ne", target, ignore, dt.int64)
             j = b and call(rows, "contiguous", None)
             i = j and call(steps[j].args[0], "expand", None, None)
             h = i and call(steps[i].args[0], "binary", "div", None, count, None)
-            g = h and call(steps[h].args[1], "full", None, None, None)
+            g = h and call(steps[h].args[1], "full", None, None, dt.float32)
             if not g or steps[g].args[1] != 1 or layout.shape[steps[g].results[0]] != ():
                 continue
             quotient, view = steps[i].args[0], steps[j].args[0]
@@ -619,7 +619,7 @@ class Program:
                 and not {loss.n, gradient.n} & set(self.buffer_of)
             ):
                 continue
-            actions[a] = ("loss", loss.n, gradient.n)
+            actions[a] = ("loss", loss.n, gradient.n, layout.shape[rows.n])
             actions.update(dict.fromkeys(chain - {a}, ("skip",)))
         return actions
 
@@ -1080,7 +1080,7 @@ class Program:
                 if mean_loss[0] == "loss":
                     body.append(
                         f"v{mean_loss[1]}, v{mean_loss[2]} = "
-                        f"{bind(_mean_classifier_loss, 'k')}({call_args(step.args, step.kwargs)})"
+                        f"{bind(_mean_classifier_loss, 'k')}({call_args(step.args, step.kwargs)}, {mean_loss[3]!r})"
                     )
                     last = self.trace.producer[mean_loss[2]]
                     note = f"  (with steps to {last}: one call making %{mean_loss[1]} and %{mean_loss[2]})"
@@ -1354,15 +1354,16 @@ def _same(a, b):
     return a == b
 
 
-def _mean_classifier_loss(logits, target, weight, ignore_index, smoothing):
+def _mean_classifier_loss(logits, target, weight, ignore_index, smoothing, rows_shape):
     """(the mean cross-entropy, its gradient w.r.t. the logits) as the eleven calls
     ``Program._mean_classifier_losses`` stands for make them: the primitives of the two losses, the sum
-    and the divisions; the count of targets not ignored made float32, and its reciprocal's copies, by
-    the NumPy operations the ``ne``/``sum``/``astype`` and ``expand``/``contiguous`` calls are."""
+    and the divisions; the count of targets not ignored made float32, and its reciprocal's copies
+    (``rows_shape``: what the expand made), by the NumPy operations the ``ne``/``sum``/``astype`` and
+    ``expand``/``contiguous`` calls are for int64 targets."""
     losses, stats = cpu.classifier_loss(logits, target, weight, ignore_index, smoothing)
     count = np.array(np.count_nonzero(np.not_equal(target, ignore_index)), np.int64).astype(np.float32)
     loss = cpu.binary("div", cpu.reduce("sum", losses, None, False), count, dt.float32)
-    rows = np.full(target.shape, cpu.binary("div", _ONE, count, dt.float32), np.float32)
+    rows = np.full(rows_shape, cpu.binary("div", _ONE, count, dt.float32), np.float32)
     return loss, cpu.classifier_loss_backward(logits, stats, target, weight, rows, ignore_index, smoothing)
 
 
