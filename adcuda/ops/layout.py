@@ -19,6 +19,7 @@ from numpy import ndarray as _ndarray
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..backends import cpu as _cpu
+from ..backends.memo import remember
 from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Size, Tensor, primitives
@@ -157,9 +158,7 @@ def _squeeze_array(a, dim):
     if not dim:
         squeezed = _SQUEEZED.get(shape)
         if squeezed is None:
-            squeezed = tuple([n for n in shape if n != 1])
-            if len(_SQUEEZED) < _SHAPES_KEPT:
-                _SQUEEZED[shape] = squeezed
+            squeezed = remember(_SQUEEZED, shape, tuple([n for n in shape if n != 1]), _SHAPES_KEPT)
         return _reshaped_array(a, squeezed)
     if len(dim) != 1:
         return None
@@ -183,9 +182,7 @@ def _unsqueeze_array(a, dim):
         d = _plain_dim(dim, len(shape) + 1)
         if d is None:
             return None
-        unsqueezed = shape[:d] + (1,) + shape[d:]
-        if len(_UNSQUEEZED) < _SHAPES_KEPT:
-            _UNSQUEEZED[key] = unsqueezed
+        unsqueezed = remember(_UNSQUEEZED, key, shape[:d] + (1,) + shape[d:], _SHAPES_KEPT)
     return a.reshape(unsqueezed) if a.flags.c_contiguous else None
 
 
@@ -264,8 +261,8 @@ def _expand_view(a, size):
     else:
         made = _cpu.expand(a, target)
         view = made.shape, made.strides
-    if len(_EXPAND_VIEWS) < _EXPANDED_KEPT and a.flags.c_contiguous and a.size and _plain_sizes(size) is not None:
-        _EXPAND_VIEWS[a.shape, a.strides, size] = view
+    if a.flags.c_contiguous and a.size and _plain_sizes(size) is not None:
+        remember(_EXPAND_VIEWS, (a.shape, a.strides, size), view, _EXPANDED_KEPT)
     return view
 
 
@@ -312,10 +309,7 @@ def _as_strided_steps(key):
         steps.append(step * item)
     if last * item >= nbytes:
         return None
-    known = size, stride, tuple(steps)
-    if len(_AS_STRIDED_VIEWS) < _EXPANDED_KEPT or key in _AS_STRIDED_VIEWS:
-        _AS_STRIDED_VIEWS[key] = known
-    return known
+    return remember(_AS_STRIDED_VIEWS, key, (size, stride, tuple(steps)), _EXPANDED_KEPT)
 
 
 _AS_STRIDED_VIEWS: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = {}
@@ -706,8 +700,8 @@ def _expanded_shape(in_shape, sizes):
     except (KeyError, TypeError):  # (TypeError: an unhashable size, which the checks below name)
         pass
     target = _checked_expansion(in_shape, sizes)
-    if len(_EXPANDED) < _EXPANDED_KEPT and all(s.__class__ is int for s in sizes):  # (not a 0-d tensor's size)
-        _EXPANDED[in_shape, sizes] = target
+    if all(s.__class__ is int for s in sizes):  # (not a 0-d tensor's size)
+        remember(_EXPANDED, (in_shape, sizes), target, _EXPANDED_KEPT)
     return target
 
 
@@ -788,9 +782,7 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     shapes = tuple([t._data.shape for t in tensors])
     shape = _BROADCAST.get(shapes)  # (the shapes a program broadcasts are few: each set is worked out once)
     if shape is None:
-        shape = broadcast_shapes("broadcast_tensors", *shapes)
-        if len(_BROADCAST) < _BROADCAST_KEPT:
-            _BROADCAST[shapes] = shape
+        shape = remember(_BROADCAST, shapes, broadcast_shapes("broadcast_tensors", *shapes), _BROADCAST_KEPT)
     # a tensor of that shape already is its own expand (which gives it back): no dispatch for it
     return tuple(t if t._data.shape == shape else expand(t, shape) for t in tensors)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import DTypeError, ShapeError, fmt_shape
+from ..memo import remember
 from ._common import Arrays, BackendArray
 
 __all__ = ["cat", "tril", "triu"]
@@ -41,8 +42,7 @@ def _triangle(op, a, k, lower):
     if mask is None:
         mask = np.tri(rows, cols, k, dtype=bool) if lower else ~np.tri(rows, cols, k - 1, dtype=bool)
         mask.flags.writeable = False
-        if len(_MASKS) < _MASKS_KEPT:
-            _MASKS[key] = mask
+        remember(_MASKS, key, mask, _MASKS_KEPT)
     zero = _ZEROS.get(a.dtype)
     if zero is None:
         zero = _ZEROS[a.dtype] = np.zeros((), a.dtype)
