@@ -19,6 +19,7 @@ from numpy import ndarray as _ndarray
 from .. import dtypes as dt
 from ..autograd.graph import sum_to_shape
 from ..backends import cpu as _cpu
+from ..backends.cpu.layout import stacked as _cpu_stacked
 from ..backends.memo import remember
 from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
@@ -988,11 +989,13 @@ def _stacked_rows(bk, arrays):
 
 
 def _stack_lane(tensors, dim=0):
-    """stack's common case on the CPU, for the entry's kernel lane."""
+    """stack's common case on the CPU (tensors of one shape and dtype), for the entry's kernel lane: the
+    host module's one pass (None where it does not take them: the path names or promotes them)."""
     arrays = _cpu_arrays(tensors)
-    if arrays is None or dim.__class__ is not int or dim != 0:
+    if arrays is None or dim.__class__ is not int:
         return None
-    return _stacked_rows(_cpu, arrays)
+    ndim = arrays[0].ndim + 1
+    return _cpu_stacked(arrays, dim % ndim) if -ndim <= dim < ndim else None
 
 
 @op(
