@@ -1120,6 +1120,15 @@ def _real_dim_of(name, ndim, dim):
     return wrap_dim(dim, ndim, name)
 
 
+def _split_direct(tensor, split_size_or_sections, dim=0):
+    """split's common case (pieces of an int size along a non-empty dim) as its entry's direct lane."""
+    d = _plain_dim_of(tensor, dim)
+    step = split_size_or_sections
+    if d is None or step.__class__ is not int or step <= 0 or not tensor._data.shape[d]:
+        return None
+    return _step_pieces(tensor, d, step)
+
+
 def _split_method(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     """Tensor.split names its sizes split_size, as PyTorch's does."""
     return split(self, split_size, dim)
@@ -1130,6 +1139,7 @@ def _split_method(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -
     doc="Pieces of split_size (or of the listed sizes) along dim (views).",
     composite=True,
     method=_split_method,
+    direct=_split_direct,
 )
 def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
     input = tensor
@@ -1164,13 +1174,33 @@ def _plain_dim_of(input, dim):
     return _plain_dim(dim, input._data.ndim)
 
 
+# the calls of slice_key.views that cut a dim into pieces of ``step`` elements (the last one the rest), by
+# (dim, its size, step): split, chunk, hsplit, vsplit and dsplit of a shape are worked out once
+_STEP_PIECES: dict[tuple[int, int, int], list[tuple[tuple[Any, ...], None]]] = {}
+_STEP_PIECES_KEPT = 256
+
+
+def _step_pieces(input, d, step):
+    """The views of input (with elements along dim ``d``) in pieces of ``step`` > 0 elements along d, in one
+    ``views`` call (the direct lanes of the split family); None where that declines."""
+    size = input._data.shape[d]
+    key = (d, size, step)
+    calls = _STEP_PIECES.get(key)
+    if calls is None:
+        keys = _slice_keys(d, list(range(0, size, step)) + [size])
+        calls = remember(_STEP_PIECES, key, [(k, None) for k in keys], _STEP_PIECES_KEPT)
+    views = slice_key.views(input, calls)
+    return None if views is None else tuple(views)
+
+
 def _chunk_direct(input, chunks, dim=0):
     """chunk's common case (a non-empty dim of plain ints) as its entry's direct lane: the pieces in one
     ``views`` call; None for any other call, or where that declines."""
     d = _plain_dim_of(input, dim)
-    if d is None or chunks.__class__ is not int or chunks <= 0 or not input._data.shape[d]:
+    if d is None or chunks.__class__ is not int or chunks <= 0:
         return None
-    return _pieces(input, _slice_keys(d, _chunk_bounds(input._data.shape[d], chunks)))
+    size = input._data.shape[d]
+    return _step_pieces(input, d, -(-size // chunks)) if size else None
 
 
 @op("chunk", doc="chunks nearly equal pieces along dim (views).", composite=True, direct=_chunk_direct)
@@ -2127,6 +2157,29 @@ def _one_of(name, **given):
     return named[0][1]
 
 
+def _sections_direct(dim_of, min_ndim):
+    """The direct lane of hsplit, vsplit or dsplit (``dim_of(ndim)``: the dim it splits): its common case,
+    one int of sections that divides a non-empty dim, in one ``views`` call; None for any other call."""
+
+    def lane(input, indices_or_sections, sections=None, indices=None):
+        if (
+            input.__class__ is not Tensor
+            or sections is not None
+            or indices is not None
+            or len(indices_or_sections) != 1
+        ):
+            return None
+        count = indices_or_sections[0]
+        shape = input._data.shape
+        if count.__class__ is not int or count <= 0 or len(shape) < min_ndim:
+            return None
+        d = dim_of(len(shape))
+        size = shape[d]
+        return _step_pieces(input, d, size // count) if size and not size % count else None
+
+    return lane
+
+
 def _varargs_split(name, input, indices_or_sections, sections, indices, dim, min_ndim):
     """hsplit, vsplit, dsplit: the split points as one argument, by a keyword, or as varargs
     (``x.hsplit(1, 2)``, PyTorch's method form of a list of ints)."""
@@ -2155,7 +2208,12 @@ def _split_along(name, input, sections, dim, min_ndim):
     return _split_at(input, sections, dim)
 
 
-@op("hsplit", doc="tensor_split along dim 1 (dim 0 of a vector); whole sections must divide it.", composite=True)
+@op(
+    "hsplit",
+    doc="tensor_split along dim 1 (dim 0 of a vector); whole sections must divide it.",
+    composite=True,
+    direct=_sections_direct(lambda ndim: 1 if ndim > 1 else 0, 1),
+)
 def hsplit(
     input: Tensor,
     *indices_or_sections: int | Sequence[int],
@@ -2170,6 +2228,7 @@ def hsplit(
     "vsplit",
     doc="tensor_split along dim 0 of an input of at least 2 dims; whole sections must divide it.",
     composite=True,
+    direct=_sections_direct(lambda ndim: 0, 2),
 )
 def vsplit(
     input: Tensor,
@@ -2184,6 +2243,7 @@ def vsplit(
     "dsplit",
     doc="tensor_split along dim 2 of an input of at least 3 dims; whole sections must divide it.",
     composite=True,
+    direct=_sections_direct(lambda ndim: 2, 3),
 )
 def dsplit(
     input: Tensor,
