@@ -311,6 +311,11 @@ CALLS = [
     "t.cat(t.hsplit(x64, [1]), 1)",  # split points: the forward's
     "t.cat(t.vsplit(img[0, 0], 7), 0)",
     "t.cat(t.dsplit(seq, 3), 2)",
+    "t.stack(t.meshgrid(seq[0, 0], seq[1, 2, :4], indexing='ij'), 0)",
+    "t.stack(t.meshgrid([seq[0, 0], x64[1], seq[1, 1, :2]], indexing='xy'), 0)",
+    "t.stack(t.meshgrid(seq[0, 0], x64[1]), 0)",
+    "t.stack(t.meshgrid(seq[0, 0, 0], x64[1]), 0)",  # a 0-d tensor: the forward's
+    "t.stack(t.meshgrid(seq[0, 0], x64[1].requires_grad_()), 0).detach()",  # one in the graph: the forward's
 ]
 
 

@@ -1425,11 +1425,40 @@ def _rolled(bk, data, shifts, axes):
     return data
 
 
+def _meshgrid_direct(tensors, indexing=None):
+    """meshgrid's common case (CPU vectors, by varargs or in one list) as its entry's direct lane: each
+    grid made by expand_along's view lane, without the forward's checks and one dispatch a grid; None for
+    any other call, or where a view lane declines (a vector in the graph)."""
+    if len(tensors) == 1 and tensors[0].__class__ in _SEQUENCES:
+        tensors = tensors[0]
+    arrays = _cpu_arrays(tensors)
+    if arrays is None or indexing is not None and indexing != "ij" and indexing != "xy":
+        return None
+    sizes = []
+    for a in arrays:
+        if a.ndim != 1:
+            return None
+        sizes.append(a.shape[0])
+    dims = list(range(len(sizes)))
+    if indexing == "xy" and len(sizes) >= 2:  # (the first two dims swapped, as the forward's order)
+        dims[0], dims[1] = 1, 0
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    shape = tuple(sizes)
+    grids = []
+    for t, d in zip(tensors, dims):
+        views = expand_along.views(t, [(d, shape)])
+        if views is None:
+            return None
+        grids.append(views[0])
+    return tuple(grids)
+
+
 @op(
     "meshgrid",
     doc="Coordinate grids from 1-D tensors (indexing 'ij' or 'xy'), as expanded views.",
     composite=True,
     method=False,
+    direct=_meshgrid_direct,
 )
 def meshgrid(*tensors: Tensor | Sequence[Tensor], indexing: str | None = None) -> tuple[Tensor, ...]:
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
