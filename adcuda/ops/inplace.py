@@ -67,7 +67,7 @@ def _writable_at_once(t):
 def _zero_method(self: Tensor) -> Tensor:
     # _writable_at_once and _untracked read in line, and the version counter where it is made: their
     # calls were a third of a small zero_ (an optimizer's zero_grad, a buffer reset)
-    data = self._data
+    data: CPUArray = self._data  # type: ignore[assignment]  # (a CPU one where it is read: no cast's call)
     if (
         dispatch._plain
         and self.__class__ is Tensor
