@@ -44,6 +44,12 @@ CASES = {
         (((), ()), lambda ts: t.stack(ts)),
         (((2, 3), (2, 3)), lambda ts: t.stack([ts[0], ts[1].t().contiguous().t()], 2)),  # a transposed part
     ],
+    "roll": [
+        (((3, 4),), lambda ts: t.roll(ts[0], 1)),
+        (((3, 4),), lambda ts: t.roll(ts[0], -5, 1)),
+        (((3, 4),), lambda ts: t.roll(ts[0].t(), 2, 0)),  # a transposed input along a dim
+        (((2, 3, 2),), lambda ts: t.roll(ts[0], 7, -2)),
+    ],
     "block_diag": [
         (((2, 3), (1, 2)), lambda ts: t.block_diag(*ts)),
         (((2, 2), (0, 3), (1, 1)), lambda ts: t.block_diag(*ts)),
@@ -106,6 +112,13 @@ DECLINED = [
     (((3,), (2, 2)), lambda ts: t.block_diag(*ts)),  # a vector: the forward's own
     (((2, 2), (1, 2)), lambda ts: t.block_diag(ts[0], ts[1].double())),  # promoted
     ((), lambda ts: t.block_diag()),
+    (((3, 4),), lambda ts: t.roll(ts[0], 4, 1)),  # nothing moved: the forward's copy
+    (((3, 4),), lambda ts: t.roll(ts[0], 12)),
+    (((3, 4),), lambda ts: t.roll(ts[0].t(), 1)),  # flattened from another layout
+    (((3, 4),), lambda ts: t.roll(ts[0], (1, 2), (0, 1))),
+    (((3, 4),), lambda ts: t.roll(ts[0], 1, 2)),  # no such dim
+    (((0, 4),), lambda ts: t.roll(ts[0], 1)),
+    (((),), lambda ts: t.roll(ts[0], 1)),
     (((2, 5, 3),), lambda ts: t.nn.functional.channel_shuffle(ts[0], 2)),
     (((2, 6, 3),), lambda ts: t.nn.functional.channel_shuffle(ts[0], 2.0)),
     (((2, 6),), lambda ts: t.nn.functional.pixel_shuffle(ts[0], 2)),

@@ -1383,11 +1383,32 @@ def _int_tuple(x: Any) -> tuple[int, ...]:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
+def _roll_lane(input, shifts, dims=None):
+    """roll's common case on the CPU (one int shift, of the flattened input or along one int dim), for the
+    entry's kernel lane: the forward's two pieces joined by the backend's cat, without its frames; None for
+    any other call (the path names it)."""
+    if input.__class__ is not Tensor or input._device is not CPU or shifts.__class__ is not int:
+        return None
+    data = input._data
+    if dims is None:
+        if not data.flags.c_contiguous or not data.size:
+            return None
+        flat = data.reshape(data.size)
+        out = _rolled(_cpu, flat, (shifts,), (0,))
+        return None if out is flat else out.reshape(data.shape)  # (nothing moved: the forward's copy)
+    axis = _plain_dim(dims, data.ndim) if dims.__class__ is int else None
+    if axis is None or not data.shape[axis]:
+        return None
+    out = _rolled(_cpu, data, (shifts,), (axis,))
+    return None if out is data else out
+
+
 @op(
     "roll",
     doc="Elements shifted along dims, wrapping around (flattened first when dims is None).",
     node="RollBackward0",
     grads={"input": lambda grad, shifts, dims: roll(grad, tuple(-s for s in _int_tuple(shifts)), dims)},
+    lane=_roll_lane,
 )
 def roll(input: Tensor, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
     # over the primitives (one dispatch): each shifted dim is the two pieces either side of the element
@@ -1905,19 +1926,25 @@ def _rearranged(input, split, order, shape):
 def _rearranged_lane(plan):
     """The kernel lane (registry.py's ``lane=``) of a shuffle whose ``plan(shape, factor)`` gives
     ``_rearranged``'s (split, order, shape), or None where the forward raises: a CPU input's array
-    rearranged as the forward's primitives do (the same copy, so the same values), in one call."""
+    rearranged as the forward's primitives do (the same copy, so the same values), in one call. The plans
+    are kept by (shape, factor): working one out was a fifth of a small shuffle."""
+    plans: dict[tuple[tuple[int, ...], int], tuple[Any, ...]] = {}
 
     def lane(input, factor):
         try:
             data = input._data
-            on_cpu = input._device == CPU
+            on_cpu = input._device is CPU
         except AttributeError:
             return None
         if not on_cpu or factor.__class__ is not int:
             return None
-        found = plan(data.shape, factor)
+        key = (data.shape, factor)
+        found = plans.get(key)
         if found is None:
-            return None
+            found = plan(data.shape, factor)
+            if found is None:
+                return None
+            remember(plans, key, found, _SHAPES_KEPT)
         split, order, shape = found
         # (ndarray.copy: always a new C-ordered array, also where the order moves no data)
         return data.reshape(split).transpose(order).copy().reshape(shape)
