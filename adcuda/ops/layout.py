@@ -1512,7 +1512,23 @@ def _other_dims_summed(grad, input_shape, dim):
 
 
 def _expand_along_array(a, dim, shape):
-    return _cpu.expand(_view_or_copy(_cpu, a, _unit_except(len(shape), dim, shape[dim])), tuple(shape))
+    # a vector with its own elements (a row-major one): its grid reads its memory with step 0 along the
+    # other dims, strides kept per (shape, dim, length, item size) from the first call's checked view
+    vector = a.ndim == 1 and shape.__class__ is tuple and a.flags.c_contiguous and a.size
+    if vector:
+        key = (shape, dim, a.shape[0], a.itemsize)
+        strides = _ALONG_STRIDES.get(key)
+        if strides is not None:
+            r = _ndarray(shape, a.dtype, a, 0, strides)
+            r.setflags(False)  # (as the backend's expand: its elements share memory)
+            return r
+    r = _cpu.expand(_view_or_copy(_cpu, a, _unit_except(len(shape), dim, shape[dim])), tuple(shape))
+    if vector:
+        remember(_ALONG_STRIDES, key, r.strides, _EXPANDED_KEPT)
+    return r
+
+
+_ALONG_STRIDES: dict[tuple[Any, ...], tuple[int, ...]] = {}
 
 
 @op(
