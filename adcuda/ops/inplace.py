@@ -76,9 +76,11 @@ def _zero_method(self: Tensor) -> Tensor:
         and not self._requires_grad
         and self._grad_fn is None
         and 0 not in data.strides
-        and data.flags.writeable
     ):
-        data.fill(0)
+        try:
+            data.fill(0)
+        except ValueError:  # a read-only array (asked so rather than of its flags): the op names it
+            return zero_(self)
         vc = self._vc
         (version_counter(self) if vc is None else vc).value += 1
         return self
