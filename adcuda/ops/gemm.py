@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..backends.cpu.gemm import plain_cosine_similarity
+from ..backends.memo import remember
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
 from . import dispatch
@@ -597,9 +598,7 @@ def _einsum_labels(equation, operands):
     key = (equation, tuple(t.ndim for t in operands))
     parsed = _EINSUM_LABELS.get(key)
     if parsed is None:
-        parsed = _einsum_parse(equation, operands)
-        if len(_EINSUM_LABELS) < _EINSUM_LABELS_KEPT:
-            _EINSUM_LABELS[key] = parsed
+        parsed = remember(_EINSUM_LABELS, key, _einsum_parse(equation, operands), _EINSUM_LABELS_KEPT)
     labels, out = parsed
     return [list(ls) for ls in labels], list(out)
 
