@@ -388,7 +388,7 @@ def attention_backward(
     into_q, into_k, into_v = (None, None, None) if into is None else into
     dv = _product(np.swapaxes(p if z is None else p * z, -1, -2), gg, into_v)
     ds = threads.matmul(gg, np.swapaxes(vv, -1, -2))
-    if host and gg.dtype == oo.dtype == ds.dtype == p.dtype:
+    if host and _NATIVE is not None and gg.dtype == oo.dtype == ds.dtype == p.dtype:  # (_NATIVE: for mypy)
         # (the scores' gradient times scale: the products below give dq and dk)
         _NATIVE.cpu_attention_softmax_backward_(ds, _rows(p)[0], gg, oo, scale, _SOFTMAX_AVX2)
         dq = _product(ds, kk, into_q)
