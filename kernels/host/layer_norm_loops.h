@@ -86,6 +86,20 @@ void forward(const LayerNormRows<T>& a) {
     a.mean[row] = m;
     a.rstd[row] = rstd;
     T* yr = a.y + row * count;
+    if (a.w != nullptr && a.b != nullptr) {
+      // (one pass, each element rounded as the passes below round it: the affine layer norm's case)
+      T* kept = a.kept != nullptr ? a.kept + row * count : nullptr;
+      if (kept != nullptr) {
+        for (Index k = 0; k < count; ++k) {
+          const T h = (xr[k] - m) * rstd;
+          kept[k] = h;
+          yr[k] = h * a.w[k] + a.b[k];
+        }
+      } else {
+        for (Index k = 0; k < count; ++k) yr[k] = (xr[k] - m) * rstd * a.w[k] + a.b[k];
+      }
+      continue;
+    }
     for (Index k = 0; k < count; ++k) yr[k] = (xr[k] - m) * rstd;
     if (a.kept != nullptr) std::copy(yr, yr + count, a.kept + row * count);
     if (a.w != nullptr)
