@@ -37,7 +37,7 @@ from .. import dtypes as dt
 from .._native import _C
 from ..backends import cpu, float_errors
 from ..backends.cpu import threads as cpu_threads
-from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS
+from ..backends.cpu.elementwise import BINARY_OPS, UNARY_BACKWARD_INTO, UNARY_INTO, UNARY_OPS, one_pass
 from ..backends.seam import primitives_where
 from ..ops.registry import lowering_of, replay_keep_of_backward
 from ..profiler import _state as profiler_state
@@ -103,9 +103,9 @@ def _many_passes(op):
 def _into(primitive, op, scratch, spec):
     """The ``primitive(op, ...)`` (``unary`` or ``unary_backward``) kernel writing into ``out`` with the
     program's scratch arrays, over operands laid out as ``spec``: in chunks (``_in_chunks``) where the
-    op makes many passes over arrays bigger than a chunk."""
+    op makes many passes over arrays bigger than a chunk (not where the backend's host loop makes one)."""
     count = math.prod(spec.shape)
-    if not _many_passes(op) or count * spec.dtype.itemsize <= CHUNK_BYTES:
+    if not _many_passes(op) or count * spec.dtype.itemsize <= CHUNK_BYTES or one_pass(op, spec.dtype):
         return functools.partial(primitive, op, scratch=scratch)
     return _in_chunks(primitive, op, scratch, count, max(CHUNK_BYTES // spec.dtype.itemsize, 1))
 

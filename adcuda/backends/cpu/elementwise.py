@@ -132,6 +132,13 @@ def _sign(x):
 _GELU_AVX2 = _C is not None and _C.host_has_avx2()
 
 
+def one_pass(op, dtype):
+    """Whether ``unary``/``unary_backward`` of ``op`` over row-major ``dtype`` arrays is one pass of the host
+    module's loops (gelu and gelu_tanh of float32 where the CPU has AVX2): a captured replay need not cut
+    it into chunks (capture/program.py's ``_in_chunks``), whose calls cost more than they keep in cache."""
+    return _GELU_AVX2 and dtype == _F32 and op in ("gelu", "gelu_tanh")
+
+
 def _row_major_f32(*arrays):
     """Whether every array (None aside) is a row-major float32 ndarray: what the AVX2 loops take."""
     return all(a is None or (a.__class__ is np.ndarray and a.dtype is _F32 and a.flags.c_contiguous) for a in arrays)
