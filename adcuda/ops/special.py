@@ -16,8 +16,11 @@ import math
 from collections import namedtuple
 from typing import TYPE_CHECKING
 
+import numpy as np  # the CPU's frexp: NumPy's, both parts in one call
+
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..backends import cpu as _cpu
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor, primitives
 from .common import as_tensor_operand, cast, float_result_type
@@ -221,6 +224,7 @@ def i0(input: Tensor) -> Tensor:
 # ------------------------------------------------------------------------------------------------
 # frexp
 frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 @op(
@@ -234,6 +238,11 @@ def frexp(input: Tensor) -> tuple[Tensor, Tensor]:
     # the C library's frexp, a unary primitive for each part (the exponent as a value of the input's
     # dtype, exact in each: at most 11 bits); the exponent has no gradient
     bk, x, d, device = primitives(input), input._data, input.dtype, input._device
+    if bk is _cpu and (x.dtype is _F32 or x.dtype is _F64) and not needs_grad(input):
+        # NumPy's frexp: the C library's, both parts and the int32 exponent in one call, where the
+        # primitives and the cast were three (0 for an infinity or NaN, as the primitive gives it)
+        mantissa, exponent = np.frexp(x)
+        return frexp_result(Tensor._make(mantissa, device), Tensor._make(exponent, device))
     exponent = bk.unary("frexp_exponent", x)
     exponent_int = Tensor._make(bk.astype(exponent, dt.int32), device)
     if not needs_grad(input):
