@@ -151,6 +151,14 @@ CALLS = [
     "big.log_normal_(80.0, 5.0)",
     "s32.random_(0, 100)",
     "ints.random_(-3, 3)",
+    # the host module's integer draw into each dtype it writes, bounds at int64's ends, and a dtype it
+    # refuses (float16: the forward's)
+    "t.zeros(9, dtype=t.int32).random_(-(2**31), 2**31)",
+    "t.zeros(9, dtype=t.bool).random_(0, 2)",
+    "t.zeros(9, dtype=t.int64).random_(-(2**63), 2**63 - 1)",
+    "t.zeros(9, dtype=t.float64).random_(0, 2**53)",
+    "t.zeros(9, dtype=t.float16).random_(0, 2**11)",
+    "t.zeros(0).random_(0, 3)",
     "s64.random_(7)",
     "t.normal(x, x.abs())",
     "t.normal(x64, x64.abs() * 3)",

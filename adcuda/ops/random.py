@@ -255,6 +255,24 @@ def _log_normal_direct(self, mean=1.0, std=2.0, generator=None):
 def _random_direct(self, from_=0, to=None, generator=None, kwargs=None):
     if kwargs or from_.__class__ is not int or to.__class__ is not int or not from_ < to:
         return None  # (the one-argument and unbounded forms: the forward's)
+    data = self._data
+    if (
+        _INTEGERS_FROM is not None
+        and data.__class__ is np.ndarray
+        and not (self._requires_grad or self._grad_fn is not None or self._base is not None)
+        and _tensor_module._primitive_observer is None
+        and _random_module._draw_observer is None
+        and _INT64_MIN <= from_
+        and to <= _INT64_MAX
+    ):
+        # the host module's draw straight into self's memory, the generator's offset taken in the same
+        # call (``_target``'s tests inlined, as ``_filled_in_place`` has them; the draw refuses, before
+        # it takes the offset, a dtype it does not write or an array not contiguous and writeable)
+        if _INTEGERS_FROM(data, from_, to, generator or default_generator):
+            vc = self._vc
+            (vc if vc is not None else version_counter(self)).value += 1
+            return self
+        return None  # (another thread holds the generator's lock: the forward waits for it)
     data = _target(self, floating=False)
     if data is None:
         return None
@@ -269,6 +287,8 @@ _HOST_FILL, _HOST_FILL_FROM = _cpu_random.HOST_FILL, _cpu_random.HOST_FILL_FROM
 _HOST_TRIALS = getattr(_cpu_random._NATIVE, "host_trials", None)
 _UNIT_INTERVAL = getattr(_cpu_random._NATIVE, "host_unit_interval", None)
 _BELOW_EACH = getattr(_cpu_random._NATIVE, "host_random_below_each", None)
+_INTEGERS_FROM = getattr(_cpu_random._NATIVE, "host_random_integers_from_", None)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # the modules whose hooks the lanes read per call (``adcuda.tensor`` and ``adcuda.random`` are the
 # package's functions once it is imported): the primitive observer, the draw observer
 _tensor_module = importlib.import_module("..tensor", __package__)

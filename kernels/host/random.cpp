@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace py = pybind11;
@@ -361,9 +362,17 @@ py::array below_each(const py::array& p, const py::object& seed, const py::objec
   return std::move(out);
 }
 
+// Whether `a` holds float32 (1), float64 (0), or another dtype (-1), by NumPy's type numbers, found once
+// (comparing dtype objects cost a tenth of a small draw each)
+int float32_or_64(const py::array& a) {
+  static const int single = py::dtype::of<float>().num(), twice = py::dtype::of<double>().num();
+  const int num = a.dtype().num();
+  return num == single ? 1 : num == twice ? 0 : -1;
+}
+
 bool is_float32(const py::array& a) {
-  if (a.dtype().equal(py::dtype::of<float>())) return true;
-  if (a.dtype().equal(py::dtype::of<double>())) return false;
+  const int kind = float32_or_64(a);
+  if (kind >= 0) return kind == 1;
   throw std::invalid_argument("host_random: p must be float32 or float64");
 }
 
@@ -373,8 +382,8 @@ bool fill_checked(const py::array& out, int kind) {
     throw std::invalid_argument("host_random_fill_: unknown kind " + std::to_string(kind));
   if (!(out.flags() & py::array::c_style) || !out.writeable())
     throw std::invalid_argument("host_random_fill_: out must be a writeable C-contiguous array");
-  if (out.dtype().equal(py::dtype::of<float>())) return true;
-  if (out.dtype().equal(py::dtype::of<double>())) return false;
+  const int single = float32_or_64(out);
+  if (single >= 0) return single == 1;
   throw std::invalid_argument("host_random_fill_: out must be float32 or float64");
 }
 
@@ -386,6 +395,69 @@ void fill_into(py::array& out, bool single, int kind, double scale, double shift
     fill_drawn(static_cast<float*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
   else
     fill_drawn(static_cast<double*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
+}
+
+// The generator's next_offset(n), taken here under the GIL (no Python code runs between the read and the
+// write): its seed and offset, or false (nothing taken) while a thread holds its lock (manual_seed,
+// set_state, a draw), where the caller takes next_offset, which waits for it
+bool reserved(const py::object& generator, std::intptr_t n, py::object* seed, py::object* offset) {
+  // (the attribute names interned once: building them per call cost more than a small draw)
+  static PyObject* const lock_name = PyUnicode_InternFromString("_lock");
+  static PyObject* const locked_name = PyUnicode_InternFromString("locked");
+  static PyObject* const seed_name = PyUnicode_InternFromString("_seed");
+  static PyObject* const offset_name = PyUnicode_InternFromString("_offset");
+  PyObject* gen = generator.ptr();
+  const auto lock = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, lock_name));
+  if (!lock) throw py::error_already_set();
+  const auto held = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(lock.ptr(), locked_name));
+  if (!held) throw py::error_already_set();
+  if (PyObject_IsTrue(held.ptr())) return false;
+  *seed = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, seed_name));
+  *offset = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, offset_name));
+  if (!*seed || !*offset) throw py::error_already_set();
+  const auto step = py::reinterpret_steal<py::object>(PyLong_FromSsize_t(n > 0 ? n : 1));
+  const auto next = py::reinterpret_steal<py::object>(PyNumber_Add(offset->ptr(), step.ptr()));
+  if (!next || PyObject_SetAttr(gen, offset_name, next.ptr()) != 0) throw py::error_already_set();
+  return true;
+}
+
+// out (C-contiguous, writeable) overwritten with host_random_integers' draws of
+// [low, high), cast to its dtype as NumPy's assignment casts int64 (C's conversion)
+template <typename T>
+void integers_into(py::array& out, const std::vector<std::int64_t>& drawn) {
+  T* o = static_cast<T*>(out.mutable_data());
+  for (std::size_t i = 0; i < drawn.size(); ++i) o[i] = static_cast<T>(drawn[i]);
+}
+
+bool integers_from(py::array out, std::int64_t low, std::int64_t high, const py::object& generator) {
+  if (bounded_fill == nullptr) throw std::runtime_error("host_random: NumPy's distribution functions are not bound");
+  if (high <= low) throw std::invalid_argument("host_random_integers_from_: expected low < high");
+  if (!(out.flags() & py::array::c_style) || !out.writeable())
+    throw std::invalid_argument("host_random_integers_from_: out must be a writeable C-contiguous array");
+  // the dtype (float32/64, int64/32; float16 and bool are the caller's) checked before the generator's
+  // offset is taken, so that a refusal draws nothing; by NumPy's type numbers, found once
+  using Into = void (*)(py::array&, const std::vector<std::int64_t>&);
+  static const std::pair<int, Into> writers[] = {
+      {py::dtype::of<float>().num(), &integers_into<float>},
+      {py::dtype::of<double>().num(), &integers_into<double>},
+      {py::dtype::of<std::int64_t>().num(), &integers_into<std::int64_t>},
+      {py::dtype::of<std::int32_t>().num(), &integers_into<std::int32_t>},
+  };
+  const int num = out.dtype().num();
+  Into into = nullptr;
+  for (const auto& [type, writer] : writers)
+    if (type == num) into = writer;
+  if (into == nullptr) throw std::invalid_argument("host_random_integers_from_: out's dtype is not one it writes");
+  const std::intptr_t n = out.size();
+  py::object seed, offset;
+  if (!reserved(generator, n, &seed, &offset)) return false;
+  std::vector<std::int64_t> drawn(static_cast<std::size_t>(n));
+  // NumPy's integers(low, high, dtype=int64), as host_random_integers draws them
+  const u64 off = static_cast<u64>(low), range = static_cast<u64>(high) - static_cast<u64>(low) - 1;
+  auto* o = reinterpret_cast<u64*>(drawn.data());
+  with_stream(seed, offset, n, [&](BitGen* gen) { bounded_fill(gen, off, range, n, false, o); });
+  into(out, drawn);
+  return true;
 }
 
 }  // namespace
@@ -473,21 +545,24 @@ void bind_random(py::module_& m) {
       "array): NumPy's Philox Generator's random(shape) < p.");
   m.def(
       "host_trials",
-      [](py::array out, const py::array_t<double, py::array::c_style>& logs, double log_q) {
+      [](py::array out, const py::array& logs, double log_q) {
         // geometric_'s arithmetic after NumPy's log1p: exact IEEE steps (a division, ceil, max), the
         // cast to out's dtype rounding to nearest as NumPy's cast does
         if (!(out.flags() & py::array::c_style) || !out.writeable() || out.size() != logs.size())
           throw std::invalid_argument("host_trials: out must be a writeable C-contiguous array of logs' size");
-        const double* l = logs.data();
+        if (float32_or_64(logs) != 0 || !(logs.flags() & py::array::c_style))
+          throw std::invalid_argument("host_trials: logs must be a C-contiguous float64 array");
+        const double* l = static_cast<const double*>(logs.data());
         const std::intptr_t n = logs.size();
         const auto trials = [&](std::intptr_t i) {
           const double t = std::ceil(l[i] / log_q);
           return t > 1.0 ? t : 1.0;  // (NumPy's maximum: never NaN here, logs are finite and log_q < 0)
         };
-        if (out.dtype().equal(py::dtype::of<float>())) {
+        const int single = float32_or_64(out);
+        if (single == 1) {
           float* o = static_cast<float*>(out.mutable_data());
           for (std::intptr_t i = 0; i < n; ++i) o[i] = static_cast<float>(trials(i));
-        } else if (out.dtype().equal(py::dtype::of<double>())) {
+        } else if (single == 0) {
           double* o = static_cast<double*>(out.mutable_data());
           for (std::intptr_t i = 0; i < n; ++i) o[i] = trials(i);
         } else {
@@ -513,29 +588,18 @@ void bind_random(py::module_& m) {
         // the read and the write), unless a thread holds its lock (manual_seed, set_state, a draw): then
         // nothing is drawn and the caller takes next_offset, which waits for it
         const bool single = fill_checked(out, kind);
-        // (the attribute names interned once: building them per call cost more than a small draw)
-        static PyObject* const lock_name = PyUnicode_InternFromString("_lock");
-        static PyObject* const locked_name = PyUnicode_InternFromString("locked");
-        static PyObject* const seed_name = PyUnicode_InternFromString("_seed");
-        static PyObject* const offset_name = PyUnicode_InternFromString("_offset");
-        PyObject* gen = generator.ptr();
-        const auto lock = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, lock_name));
-        if (!lock) throw py::error_already_set();
-        const auto held = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(lock.ptr(), locked_name));
-        if (!held) throw py::error_already_set();
-        if (PyObject_IsTrue(held.ptr())) return false;
-        const auto seed = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, seed_name));
-        const auto offset = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, offset_name));
-        if (!seed || !offset) throw py::error_already_set();
-        const std::intptr_t n = out.size();
-        const auto step = py::reinterpret_steal<py::object>(PyLong_FromSsize_t(n > 0 ? n : 1));
-        const auto next = py::reinterpret_steal<py::object>(PyNumber_Add(offset.ptr(), step.ptr()));
-        if (!next || PyObject_SetAttr(gen, offset_name, next.ptr()) != 0) throw py::error_already_set();
+        py::object seed, offset;
+        if (!reserved(generator, out.size(), &seed, &offset)) return false;
         fill_into(out, single, kind, scale, shift, seed, offset);
         return true;
       },
       py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("generator"),
       "host_random_fill_ from generator's next_offset(out.size), taken here; False (nothing done) while locked.");
+  m.def("host_random_integers_from_", &integers_from, py::arg("out"), py::arg("low"), py::arg("high"),
+        py::arg("generator"),
+        "out (C-contiguous: float32/64, int64/32) overwritten with host_random_integers' values of "
+        "[low, high) from generator's next_offset(out.size), taken here, cast to its dtype; False (nothing done) "
+        "while the generator is locked.");
 }
 
 }  // namespace adcuda::host
