@@ -236,3 +236,25 @@ def test_binary_cross_entropy_outside_the_unit_interval_is_named(p, q, named):
 
     with pytest.raises(ValueError, match=f"binary_cross_entropy: all elements of {named}"):
         t.nn.functional.binary_cross_entropy(t.tensor(p), t.tensor(q))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "shape, dim", [((8, 8), -1), ((8, 8), 0), ((2, 6, 3), 1), ((4,), 0), ((3, 0, 2), 2), ((2, 2), 1)]
+)
+def test_glu_on_the_host_is_the_primitives_bit_for_bit(monkeypatch, dtype, shape, dim):
+    import adcuda as t
+
+    x = (np.random.default_rng(1).standard_normal(shape) * 30).astype(dtype)
+    if x.size > 4:  # NaN, infinities and a sigmoid that saturates
+        x.flat[:4] = [np.nan, np.inf, -np.inf, 1e4]
+    calls = []
+    host = cpu_softmax_loss._GLU
+    assert host is not None, "the host module was built without cpu_glu"
+    monkeypatch.setattr(cpu_softmax_loss, "_GLU", lambda *args: calls.append(args) or host(*args))
+    got = t.nn.functional.glu(t.tensor(x), dim).numpy()
+    assert len(calls) == 1  # (the host path was taken)
+    monkeypatch.setattr(cpu_softmax_loss, "_GLU", None)
+    want = t.nn.functional.glu(t.tensor(x), dim).numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()

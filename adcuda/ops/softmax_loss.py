@@ -16,6 +16,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..backends import cpu as _cpu
+from ..backends.cpu.softmax_loss import glu as _host_glu
 from ..backends.cpu.softmax_loss import pointwise_loss as _host_pointwise_loss
 from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
@@ -1139,6 +1140,10 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     # the halves as the backend's slices and one sigmoid and one product: the chunk, slices, sigmoid and
     # product as ops dispatched five times (the product reads the first half where it is)
     bk, half = primitives(input), shape[axis] // 2
+    if bk is _cpu:  # (the same values in one call of the host module, where it takes the array)
+        fused = _host_glu(x, axis)
+        if fused is not None:
+            return wrap(fused, CPU)
     lead = (slice(None),) * axis
     gate = bk.unary("sigmoid", bk.contiguous(bk.slice(x, lead + (slice(half, None),))))
     return wrap(bk.binary("mul", bk.slice(x, lead + (slice(0, half),)), gate, input.dtype), input._device)

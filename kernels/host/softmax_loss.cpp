@@ -392,9 +392,49 @@ py::object pointwise_loss_of(int kind, const py::array& x, const py::array& t, d
   throw py::type_error("cpu_pointwise_loss: x must be float32 or float64");
 }
 
+// glu's a * sigmoid(b) of x viewed as (outer, 2 half, inner), its halves a and b along the middle dim, into
+// out (outer, half, inner): the functor host_unary's sigmoid applies, then one product, as the backend's
+// primitives round them
+template <typename T>
+void glu_halves(const T* x, T* out, Index outer, Index half, Index inner) {
+  const math::Sigmoid gate;
+  const Index block = half * inner;
+  for (Index o = 0; o < outer; ++o) {
+    const T* a = x + o * 2 * block;
+    const T* b = a + block;
+    T* y = out + o * block;
+    for (Index i = 0; i < block; ++i) y[i] = a[i] * gate(b[i]);
+  }
+}
+
+// cpu_glu: x (C-contiguous float32/float64) halved along axis (of an even size)
+py::array glu_of(const py::array& x, py::ssize_t axis) {
+  static const int single = py::dtype::of<float>().num(), twice = py::dtype::of<double>().num();
+  const int num = x.dtype().num();
+  if (!(x.flags() & py::array::c_style) || (num != single && num != twice))
+    throw py::type_error("cpu_glu: x must be a C-contiguous float32 or float64 array");
+  if (axis < 0 || axis >= x.ndim() || x.shape(axis) % 2)
+    throw std::invalid_argument("cpu_glu: axis must be a dim of x of an even size");
+  std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+  Index outer = 1, inner = 1;
+  for (py::ssize_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (py::ssize_t d = axis + 1; d < x.ndim(); ++d) inner *= shape[d];
+  shape[axis] /= 2;
+  py::array out(x.dtype(), shape);
+  if (num == single)
+    glu_halves(static_cast<const float*>(x.data()), static_cast<float*>(out.mutable_data()), outer, shape[axis], inner);
+  else
+    glu_halves(static_cast<const double*>(x.data()), static_cast<double*>(out.mutable_data()), outer, shape[axis],
+               inner);
+  return out;
+}
+
 }  // namespace
 
 void bind_softmax_loss(py::module_& m) {
+  m.def("cpu_glu", &glu_of, py::arg("x"), py::arg("axis"),
+        "glu of a C-contiguous float32/float64 array along axis (a dim of an even size): the first half times "
+        "the sigmoid (host_unary's functor) of the second, in its dtype.");
   m.def("cpu_pointwise_loss", &pointwise_loss_of, py::arg("kind"), py::arg("x"), py::arg("t"), py::arg("param"),
         py::arg("divisor"),
         "The elementwise loss `kind` (0 binary cross-entropy, 1 KL divergence, 2 KL divergence of log targets, 3 "

@@ -67,6 +67,29 @@ def pointwise_loss(loss: str, x: BackendArray, t: BackendArray, param: float, di
         return None
 
 
+# Not a primitive: glu's halves, sigmoid and product in one call of the host module (cpu_glu), for arrays
+# whose sigmoid the backend's unary computes with the same functor (elementwise.py's _HOST_MAX)
+_GLU = getattr(_NATIVE, "cpu_glu", None)
+_GLU_MAX = 512  # (twice the halves' _HOST_MAX)
+
+
+def glu(x: BackendArray, axis: int) -> BackendArray | None:
+    """glu of ``x`` along ``axis`` (a dim of an even size) as the primitives give it (the second half's
+    sigmoid made contiguous, times the first half), where the host module computes it: a C-contiguous
+    float32/float64 host array of at most _GLU_MAX elements; else None."""
+    if (
+        _GLU is None
+        or x.__class__ is not np.ndarray
+        or x.size > _GLU_MAX
+        or (x.dtype is not _F32 and x.dtype is not _F64)
+    ):
+        return None
+    try:
+        return _GLU(x, axis)
+    except TypeError:  # (strided)
+        return None
+
+
 def _require_floating(op, name, a):
     if a.dtype.kind != "f":
         raise DTypeError(f"{op}: expected {name} to be a floating point array, got {a.dtype}")
