@@ -61,6 +61,14 @@ def _scope():
 
 CALLS = [
     "t.zeros(2, 3)",
+    # kaiser_window's lane (2 to 256 points) and the forward's (1 point, 300 points, a float16 window)
+    "t.kaiser_window(8)",
+    "t.kaiser_window(9, False, 2.5, dtype=t.float64)",
+    "t.kaiser_window(2, True, -3)",
+    "t.kaiser_window(256, beta=0.0)",
+    "t.kaiser_window(1)",
+    "t.kaiser_window(300)",
+    "t.kaiser_window(6, dtype=t.float16)",
     "t.zeros((2, 3), dtype=t.int32)",
     "t.zeros(t.Size([4]))",
     "t.zeros([0, 3])",

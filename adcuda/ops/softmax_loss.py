@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
+from typing import cast as cast_type
 
 import numpy as np
 
@@ -48,6 +49,7 @@ from .reduce import sum as _sum
 from .registry import get, lowering, op
 
 if TYPE_CHECKING:
+    from ..backends.seam import CPUArray
     from ..types import Callable, DType, Tensor
 
 
@@ -1141,7 +1143,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     # product as ops dispatched five times (the product reads the first half where it is)
     bk, half = primitives(input), shape[axis] // 2
     if bk is _cpu:  # (the same values in one call of the host module, where it takes the array)
-        fused = _host_glu(x, axis)
+        fused = _host_glu(cast_type("CPUArray", x), axis)
         if fused is not None:
             return wrap(fused, CPU)
     lead = (slice(None),) * axis
