@@ -61,6 +61,12 @@ def _scope():
 
 CALLS = [
     "t.zeros(2, 3)",
+    # pdist's lane (finite p >= 0, float32/float64, a strided matrix) and the forward's (p = inf)
+    "t.pdist(x)",
+    "F.pdist(x64, 1)",
+    "t.pdist(big, 3.5)",
+    "t.pdist(big.t(), 0)",
+    "t.pdist(x, float('inf'))",
     # kaiser_window's lane (2 to 256 points) and the forward's (1 point, 300 points, a float16 window)
     "t.kaiser_window(8)",
     "t.kaiser_window(9, False, 2.5, dtype=t.float64)",
