@@ -205,14 +205,35 @@ def _exponential_direct(self, lambd=1.0, generator=None):
 
 
 def _geometric_direct(self, p, generator=None):
-    data = _target(self) if _HOST_TRIALS is not None and p.__class__ in _NUMBERS and 0 < p < 1 else None
-    if data is None:
+    if _HOST_TRIALS is None or p.__class__ not in _NUMBERS or not 0 < p < 1:
         return None
-    # (in float64 on the CPU, whatever self's dtype)
-    u = _host_filled(np.empty(data.shape, _F64), _cpu_random.HOST_UNIFORM, -1.0, 0.0, generator)
+    data = self._data
+    if (
+        data.__class__ is not np.ndarray
+        or data.dtype is not _F32
+        and data.dtype is not _F64
+        or self._requires_grad
+        or self._grad_fn is not None
+        or self._base is not None
+        or _tensor_module._primitive_observer is not None
+        or _random_module._draw_observer is not None
+    ):
+        return None  # (``_target``'s tests inlined, as ``_filled_in_place`` has them)
+    flags = data.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return None
+    # -u in float64 on the CPU, whatever self's dtype (the generator's offset taken in the fill's call, as
+    # _host_filled takes it)
+    u = np.empty(data.size, _F64)
+    gen = generator or default_generator
+    if not _HOST_FILL_FROM(u, _cpu_random.HOST_UNIFORM, -1.0, 0.0, gen):
+        seed, offset = gen.next_offset(u.size)
+        _HOST_FILL(u, _cpu_random.HOST_UNIFORM, -1.0, 0.0, seed, offset)
     np.log1p(u, out=u)
     _HOST_TRIALS(data, u, math.log1p(-p))  # (the exact rest: division, ceil, max and the cast)
-    return _written(self)
+    vc = self._vc
+    (vc if vc is not None else version_counter(self)).value += 1
+    return self
 
 
 def _located_target(self, location, scale):
