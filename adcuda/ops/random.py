@@ -247,8 +247,9 @@ def _cauchy_direct(self, median=0.0, sigma=1.0, generator=None):
     data = _located_target(self, median, sigma)
     if data is None:
         return None
-    u = _host_filled(np.empty_like(data), _cpu_random.HOST_UNIFORM, 1.0, -0.5, generator)  # u - 0.5
-    np.multiply(u, u.dtype.type(math.pi), out=u)
+    d = data.dtype
+    u = _host_filled(np.empty(data.shape, d), _cpu_random.HOST_UNIFORM, 1.0, -0.5, generator)  # u - 0.5
+    np.multiply(u, _PI[d], out=u)
     ratio = np.sin(u)
     np.cos(u, out=u)
     np.divide(ratio, u, out=data if sigma == 1 and median == 0 else ratio)
@@ -316,6 +317,7 @@ _tensor_module = importlib.import_module("..tensor", __package__)
 _random_module = importlib.import_module("..random", __package__)
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _NUMBERS = (float, int)
+_PI = {_F32: np.float32(math.pi), _F64: np.float64(math.pi)}  # (a NumPy scalar made per call cost 0.2 us)
 
 
 def _normal_direct(self, mean=0.0, std=1.0, generator=None):
