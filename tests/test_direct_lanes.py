@@ -13,7 +13,7 @@ import pytest
 from helpers import WatchOps
 
 import adcuda as t
-from adcuda.errors import AdcudaError, AutogradError, InvalidArgumentError, ShapeError
+from adcuda.errors import AdcudaError, AutogradError, InvalidArgumentError, ShapeError, UnsupportedDTypeError
 from adcuda.ops import dispatch, registry
 from adcuda.profiler import profile
 
@@ -61,6 +61,18 @@ def _scope():
 
 CALLS = [
     "t.zeros(2, 3)",
+    # searchsorted's and bucketize's lane (1-d boundaries of the values' dtype, int64 positions, a 0-d
+    # value) and the forward's (out_int32, rows of boundaries, dtypes to promote, a Python number)
+    "t.searchsorted(t.tensor([0.0, 1.0, 2.5]), x)",
+    "t.searchsorted(t.tensor([0.0, 1.0, 2.5]), x, right=True)",
+    "t.searchsorted(t.tensor([1.0, 2.0]), t.tensor(1.5), side='right')",
+    "t.bucketize(xi, t.tensor([0, 1, 3]))",
+    "t.bucketize(x64, t.tensor([0.0, 2.0], dtype=t.float64), right=True)",
+    "t.bucketize(t.tensor(2.0), t.tensor([1.0, 2.0]))",
+    "t.searchsorted(t.tensor([0.0, 1.0]), x, out_int32=True)",
+    "t.searchsorted(t.tensor([[0.0, 1.0], [2.0, 3.0]]), x[:, :2])",
+    "t.searchsorted(t.tensor([0.0, 1.0]), xi)",
+    "t.bucketize(1.5, t.tensor([1.0, 2.0]))",
     # pdist's lane (finite p >= 0, float32/float64, a strided matrix) and the forward's (p = inf)
     "t.pdist(x)",
     "F.pdist(x64, 1)",
@@ -655,3 +667,11 @@ def test_index_lanes_leave_recording_to_the_forward(call):
         return scope["w"].grad.numpy().tobytes()
 
     assert run(False) == run(True)
+
+
+def test_the_search_lanes_leave_a_refused_dtype_to_the_forwards_error():
+    # (the entry's dtype check is the forward's: the lane takes no bool boundaries)
+    with pytest.raises(UnsupportedDTypeError, match="searchsorted: not implemented for adcuda.bool"):
+        t.searchsorted(t.tensor([False, True]), t.tensor([True]))
+    with pytest.raises(UnsupportedDTypeError, match="bucketize: not implemented for adcuda.bool"):
+        t.bucketize(t.tensor([True]), t.tensor([False, True]))
