@@ -37,6 +37,7 @@ void bind_reduce(py::module_& m);       // kernels/host/reduce.cpp
 void bind_softmax_loss(py::module_& m);  // kernels/host/softmax_loss.cpp
 void bind_sort(py::module_& m);         // kernels/host/sort.cpp
 void bind_index(py::module_& m);        // kernels/host/index.cpp
+void bind_layout(py::module_& m);       // kernels/host/layout.cpp
 }  // namespace adcuda::host
 
 namespace {
@@ -228,6 +229,7 @@ PYBIND11_MODULE(_C, m) {
   adcuda::host::bind_softmax_loss(m);
   adcuda::host::bind_sort(m);
   adcuda::host::bind_index(m);
+  adcuda::host::bind_layout(m);
 #if ADCUDA_CUDA_COMPILED
   adcuda::bindings::bind_registered(m);
 #endif

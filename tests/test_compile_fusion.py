@@ -13,6 +13,7 @@ import adcuda.nn.functional as F
 from adcuda.backends import cpu
 from adcuda.backends.cpu import elementwise as cpu_elementwise
 from adcuda.backends.cpu import optim as cpu_optim
+from adcuda.capture import host_steps
 from adcuda.capture import program as program_module
 from adcuda.capture.program import Scratch
 from adcuda.errors import IndexOutOfRangeError
@@ -167,6 +168,88 @@ def test_bias_add_and_activation_are_written_in_place_with_broadcasting():
     assert len(program.in_place) >= 3
     assert len(program.buffers) == 1
     assert "in place of" in str(program)
+
+
+EARLY_NOTE = "its operands in the cache"
+
+
+def test_a_reduction_runs_right_after_its_operand_is_made():
+    w = adcuda.randn(4, 6)
+
+    def f(x):
+        y = x * 2
+        z = x @ w
+        return y.sum(0) + z.sum()
+
+    program = _compiled_against_eager(f, adcuda.randn(5, 4))
+    assert len(program.early) == 2 and str(program).count(EARLY_NOTE) == 2
+    order = [int(line.split()[0]) for line in program.lines]
+    assert order.index(2) < order.index(1)  # y.sum(0) before the product
+
+
+def test_a_reduction_does_not_move_above_a_write_of_its_operand():
+    w = adcuda.randn(4, 6)
+
+    def f(x):
+        y = x * 2
+        z = x @ w
+        y.add_(1)
+        z2 = x @ w
+        return y.sum(0) + z.sum() + z2.sum(0)[:4]
+
+    program = _compiled_against_eager(f, adcuda.randn(5, 4))
+    reductions = [i for i, s in enumerate(program.trace.steps) if getattr(s, "name", "") == "reduce"]
+    written = [i for i, s in enumerate(program.trace.steps) if getattr(s, "name", "") == "copy_"]
+    assert all(i not in program.early or program.early[i] >= written[0] for i in reductions)
+
+
+MEAN_LOSS_NOTE = "one call making"
+
+
+def _loss_and_gradient_against_eager(loss_of, targets):
+    """``loss_of(logits, targets)`` and its backward eager and compiled, three calls each: the loss and
+    the weight's gradient bit-identical; the program."""
+    w = adcuda.randn(4, 3, requires_grad=True)
+    x, y = adcuda.randn(5, 4), adcuda.tensor(targets)
+
+    def f(x):
+        loss = loss_of(x @ w, y)
+        loss.backward()
+        return loss
+
+    compiled = adcuda.compile(f, fullgraph=True)
+    for _ in range(3):
+        results = []
+        for fn in (f, compiled):
+            w.grad = None
+            results.append((fn(x).detach().numpy().tobytes(), w.grad.numpy().tobytes()))
+        assert results[0] == results[1]
+    return compiled.programs[0]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (every target ignored: 0 / 0)
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("targets", [[0, 2, 1, 1, 0], [0, -100, 2, -100, 1], [-100] * 5], ids=["all", "some", "none"])
+def test_the_mean_cross_entropy_and_its_gradient_are_one_call(targets, smoothing):
+    """The loss and the gradient after it, bytes of eager's, every target ignored too (NaN loss, zero
+    gradient); the eleven calls one in the program."""
+    program = _loss_and_gradient_against_eager(lambda z, y: F.cross_entropy(z, y, label_smoothing=smoothing), targets)
+    assert str(program).count(MEAN_LOSS_NOTE) == 1
+    assert str(program).count("a step of the mean cross-entropy") == 10
+
+
+@pytest.mark.parametrize(
+    "loss_of",
+    [
+        lambda z, y: F.cross_entropy(z, y, reduction="sum"),  # no division by the count
+        lambda z, y: F.cross_entropy(z.double(), y),  # float64 logits
+        lambda z, y: F.cross_entropy(z, y) + F.cross_entropy(z, y, reduction="none")[0],  # the rows read as well
+    ],
+    ids=["sum", "float64", "rows read"],
+)
+def test_other_cross_entropies_are_left_as_recorded(loss_of):
+    program = _loss_and_gradient_against_eager(loss_of, [0, 2, 1, 1, 0])
+    assert MEAN_LOSS_NOTE not in str(program)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf and NaN on purpose, NumPy called directly
@@ -462,6 +545,39 @@ def test_optimizer_steps_replayed_with_the_programs_scratch_match_eager(name, na
         # the step's primitive took its temporaries from the program's scratch arrays: one per tensor
         # shape, or (Adam, which updates a group's tensors gathered) of them all
         assert {(13, 7), (13,), (3, 13), (3,)} <= shapes or (13 * 7 + 13 + 3 * 13 + 3,) in shapes
+
+
+@pytest.mark.parametrize(
+    "name, plain",
+    [("sgd", True), ("sgd momentum dampening weight decay", True), ("sgd nesterov", True), ("sgd maximize", False)],
+)
+def test_plain_float32_sgd_groups_are_stepped_by_the_primitive_directly(name, plain, monkeypatch):
+    """host_steps.py's SGD path where it applies (the numbers, state and versions of ``_train``'s eager
+    run), the optimizer's own step where it does not."""
+    taken = []
+
+    def watched(opt, scratch):
+        taken.append(plain_step(opt, scratch))
+        return taken[-1]
+
+    plain_step = host_steps._plain_sgd_step
+    monkeypatch.setattr(host_steps, "_plain_sgd_step", watched)
+    _train(OPTIMIZERS[name])
+    assert taken and set(taken) == {plain}
+
+
+def test_a_tensor_learning_rate_and_a_parameter_without_gradient_in_the_sgd_replay():
+    def change(opt, i):
+        if i == 2:
+            opt.param_groups[0]["lr"] = adcuda.tensor(0.05)
+        if i == 4:
+            opt.param_groups[0]["lr"] = 0.02
+
+    def make(ps):
+        ps = list(ps)
+        return adcuda.optim.SGD([{"params": ps}, {"params": [adcuda.zeros(4, requires_grad=True)]}], lr=0.1)
+
+    _train(make, change=change)
 
 
 def test_float64_parameters_and_a_learning_rate_changed_between_steps():

@@ -546,3 +546,56 @@ def test_native_steps_baseline_and_avx2_builds_agree_bit_for_bit(options):
         return
     for a, b in zip(run(True), baseline):
         assert a.tobytes() == b.tobytes()
+
+
+cpu_layout = importlib.import_module("adcuda.backends.cpu.layout")  # (the package re-exports its cat)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int8, np.bool_, np.complex64])
+def test_native_join_equals_numpy_concatenate_and_stack(dtype):
+    if cpu_layout._native_join is None:
+        pytest.skip("no host module")
+    rng = np.random.default_rng(3)
+
+    def made(shape):
+        return np.asarray(rng.standard_normal(shape) * 10).astype(dtype)
+
+    for shapes, axis in [
+        ([(3,), (0,), (5,)], 0),
+        ([(2, 3, 4), (2, 1, 4), (2, 0, 4)], 1),
+        ([(2, 3, 1), (2, 3, 2)], 2),
+        ([(4, 2), (1, 2)], 0),
+    ]:
+        arrays = [made(s) for s in shapes]
+        got = cpu_layout._native_join(arrays, axis, False)
+        want = np.concatenate(arrays, axis)
+        assert got.dtype == want.dtype and got.flags.c_contiguous and got.flags.writeable
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(cpu.cat(arrays, axis), want)
+    for shape in [(), (3,), (2, 3), (0, 2)]:
+        arrays = [made(shape) for _ in range(5)]
+        for axis in range(len(shape) + 1):
+            got = cpu_layout.stacked(arrays, axis)
+            want = np.stack(arrays, axis)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+def test_native_join_leaves_what_it_does_not_take_to_numpy():
+    if cpu_layout._native_join is None:
+        pytest.skip("no host module")
+    join = cpu_layout._native_join
+    a = np.arange(6.0).reshape(2, 3)
+    assert join([a, a.copy()], 0, False) is not None
+    assert join([a, np.arange(6.0).reshape(3, 2).T], 0, False) is None  # a transposed part
+    assert join([a, a.astype(np.float32)], 0, False) is None  # another dtype: NumPy promotes or refuses
+    assert join([a, np.arange(4.0).reshape(2, 2)], 0, False) is None  # other sizes but along the axis
+    assert join([a, a[:1]], 1, False) is None
+    assert join([a, a[:1]], 0, True) is None  # stacked parts of another shape
+    assert join([a, a], 2, False) is None and join([a, a], 3, True) is None and join([a, a], -1, False) is None
+    assert join([a, [1.0, 2.0, 3.0]], 0, False) is None  # not an array
+    assert join([np.array([None, 1], dtype=object)] * 2, 0, False) is None  # references: not bytes to copy
+    assert join([], 0, False) is None
+    # the backend's cat: the same join either way
+    t = np.arange(6.0).reshape(3, 2).T
+    np.testing.assert_array_equal(cpu.cat([a, t], 0), np.concatenate([a, t]))

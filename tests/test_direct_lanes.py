@@ -338,6 +338,18 @@ CALLS = [
     "t.cat(t.chunk(x64, 5), 0)",
     "t.stack(t.unbind(big, 1), 1)",
     "t.stack(x.unbind(), 0)",
+    "t.cat(t.split(seq, 4, 2), 2)",  # (the last piece the rest)
+    "t.cat(seq.split(1), 0)",
+    "t.cat(t.hsplit(x64, 3), 1)",
+    "t.cat(t.hsplit(seq[0, 0], 3), 0)",  # a vector's dim 0
+    "t.cat(t.hsplit(x64, [1]), 1)",  # split points: the forward's
+    "t.cat(t.vsplit(img[0, 0], 7), 0)",
+    "t.cat(t.dsplit(seq, 3), 2)",
+    "t.stack(t.meshgrid(seq[0, 0], seq[1, 2, :4], indexing='ij'), 0)",
+    "t.stack(t.meshgrid([seq[0, 0], x64[1], seq[1, 1, :2]], indexing='xy'), 0)",
+    "t.stack(t.meshgrid(seq[0, 0], x64[1]), 0)",
+    "t.stack(t.meshgrid(seq[0, 0, 0], x64[1]), 0)",  # a 0-d tensor: the forward's
+    "t.stack(t.meshgrid(seq[0, 0], x64[1].requires_grad_()), 0).detach()",  # one in the graph: the forward's
 ]
 
 

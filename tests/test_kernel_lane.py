@@ -36,7 +36,25 @@ CASES = {
         (((1, 2), (1, 2)), lambda ts: t.concat(ts, 1)),
         (((1, 2), (1, 2)), lambda ts: t.concatenate(ts, axis=0)),
     ],
-    "stack": [(((3,), (3,), (3,)), lambda ts: t.stack(ts)), (((2, 2), (2, 2)), lambda ts: t.stack(ts, 0))],
+    "stack": [
+        (((3,), (3,), (3,)), lambda ts: t.stack(ts)),
+        (((2, 2), (2, 2)), lambda ts: t.stack(ts, 0)),
+        (((3,), (3,)), lambda ts: t.stack(ts, 1)),
+        (((2, 3), (2, 3)), lambda ts: t.stack(ts, -2)),
+        (((), ()), lambda ts: t.stack(ts)),
+        (((2, 3), (2, 3)), lambda ts: t.stack([ts[0], ts[1].t().contiguous().t()], 2)),  # a transposed part
+    ],
+    "roll": [
+        (((3, 4),), lambda ts: t.roll(ts[0], 1)),
+        (((3, 4),), lambda ts: t.roll(ts[0], -5, 1)),
+        (((3, 4),), lambda ts: t.roll(ts[0].t(), 2, 0)),  # a transposed input along a dim
+        (((2, 3, 2),), lambda ts: t.roll(ts[0], 7, -2)),
+    ],
+    "block_diag": [
+        (((2, 3), (1, 2)), lambda ts: t.block_diag(*ts)),
+        (((2, 2), (0, 3), (1, 1)), lambda ts: t.block_diag(*ts)),
+        (((2, 2), (3, 2)), lambda ts: t.block_diag(ts[0], ts[1].t())),
+    ],
     "vstack": [
         (((3,), (3,)), lambda ts: t.vstack(ts)),
         (((2, 3), (1, 3)), lambda ts: t.vstack(ts)),
@@ -84,13 +102,23 @@ DECLINED = [
     (((), ()), lambda ts: t.cat(ts)),
     (((2, 3),), lambda ts: t.cat([ts[0], 1.0])),
     ((), lambda ts: t.cat([])),
-    (((3,), (3,)), lambda ts: t.stack(ts, 1)),  # another dim: the forward's own
+    (((3,), (3,)), lambda ts: t.stack(ts, 2)),  # no such dim
     (((3,), (4,)), lambda ts: t.stack(ts)),
     (((3,), (3, 1)), lambda ts: t.stack(ts)),
     (((3,), (3,)), lambda ts: t.stack([ts[0], ts[1].long()])),
     (((3,), (2,)), lambda ts: t.vstack(ts)),
     (((3,), (3,)), lambda ts: t.hstack([ts[0], ts[1].double()])),
     (((3,), (3,)), lambda ts: t.column_stack(iter(ts))),
+    (((3,), (2, 2)), lambda ts: t.block_diag(*ts)),  # a vector: the forward's own
+    (((2, 2), (1, 2)), lambda ts: t.block_diag(ts[0], ts[1].double())),  # promoted
+    ((), lambda ts: t.block_diag()),
+    (((3, 4),), lambda ts: t.roll(ts[0], 4, 1)),  # nothing moved: the forward's copy
+    (((3, 4),), lambda ts: t.roll(ts[0], 12)),
+    (((3, 4),), lambda ts: t.roll(ts[0].t(), 1)),  # flattened from another layout
+    (((3, 4),), lambda ts: t.roll(ts[0], (1, 2), (0, 1))),
+    (((3, 4),), lambda ts: t.roll(ts[0], 1, 2)),  # no such dim
+    (((0, 4),), lambda ts: t.roll(ts[0], 1)),
+    (((),), lambda ts: t.roll(ts[0], 1)),
     (((2, 5, 3),), lambda ts: t.nn.functional.channel_shuffle(ts[0], 2)),
     (((2, 6, 3),), lambda ts: t.nn.functional.channel_shuffle(ts[0], 2.0)),
     (((2, 6),), lambda ts: t.nn.functional.pixel_shuffle(ts[0], 2)),

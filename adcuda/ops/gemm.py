@@ -15,6 +15,7 @@ from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..backends import cpu as _cpu
 from ..backends.cpu.gemm import plain_cosine_similarity
+from ..backends.memo import remember
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor, primitives
 from . import dispatch
@@ -600,9 +601,7 @@ def _einsum_labels(equation, operands):
     key = (equation, tuple(t.ndim for t in operands))
     parsed = _EINSUM_LABELS.get(key)
     if parsed is None:
-        parsed = _einsum_parse(equation, operands)
-        if len(_EINSUM_LABELS) < _EINSUM_LABELS_KEPT:
-            _EINSUM_LABELS[key] = parsed
+        parsed = remember(_EINSUM_LABELS, key, _einsum_parse(equation, operands), _EINSUM_LABELS_KEPT)
     labels, out = parsed
     return [list(ls) for ls in labels], list(out)
 

@@ -31,6 +31,7 @@ from ..backends.cpu.index import (
     one_hot_rows,
     scattered_along,
 )
+from ..backends.memo import remember
 from ..device import CPU
 from ..errors import (
     DeviceError,
@@ -894,8 +895,7 @@ def _scatter_key(index, d):
             None if k == d else bk.view(bk.arange(0, n, 1, dt.int64), (1,) * k + (n,) + (1,) * (ndim - k - 1))
             for k, n in enumerate(shape)
         )
-        if len(_SCATTER_GRIDS) < _SCATTER_GRIDS_KEPT:
-            _SCATTER_GRIDS[key] = grids
+        remember(_SCATTER_GRIDS, key, grids, _SCATTER_GRIDS_KEPT)
     return grids[:d] + (index._data,) + grids[d + 1 :]
 
 
@@ -1190,8 +1190,8 @@ def _coordinate_grid(bk, shape, device):
             for k, n in enumerate(shape)
         ]
         grid = bk.cat(columns, ndim)
-        if math.prod(shape) <= _GRID_KEPT_SIZE and len(_COORDINATE_GRIDS) < _GRIDS_KEPT:
-            _COORDINATE_GRIDS[key] = grid
+        if math.prod(shape) <= _GRID_KEPT_SIZE:
+            remember(_COORDINATE_GRIDS, key, grid, _GRIDS_KEPT)
     return grid
 
 

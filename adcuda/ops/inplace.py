@@ -65,12 +65,26 @@ def _writable_at_once(t):
 
 
 def _zero_method(self: Tensor) -> Tensor:
-    data = _writable_at_once(self)
-    if data is None:
-        return zero_(self)
-    data.fill(0)
-    version_counter(self).value += 1
-    return self
+    # _writable_at_once and _untracked read in line, and the version counter where it is made: their
+    # calls were a third of a small zero_ (an optimizer's zero_grad, a buffer reset)
+    data: CPUArray = self._data  # type: ignore[assignment]  # (a CPU one where it is read: no cast's call)
+    if (
+        dispatch._plain
+        and self.__class__ is Tensor
+        and self._device is CPU
+        and self._base is None
+        and not self._requires_grad
+        and self._grad_fn is None
+        and 0 not in data.strides
+    ):
+        try:
+            data.fill(0)
+        except ValueError:  # a read-only array (asked so rather than of its flags): the op names it
+            return zero_(self)
+        vc = self._vc
+        (version_counter(self) if vc is None else vc).value += 1
+        return self
+    return zero_(self)
 
 
 def _fill_method(self: Tensor, value: Tensor | Number) -> Tensor:

@@ -36,6 +36,8 @@ def check_inplace_allowed(t, op):
                 "no_grad block (if you don't want the inplace to be tracked) or both outside (if you "
                 "want the inplace to be tracked)."
             )
+        if t._view_fn is not None and t._base.requires_grad:
+            _read_from_base_memory(t)
 
 
 def apply_inplace(t, fn, op):
@@ -77,7 +79,9 @@ def commit_inplace(t, result, op):
     is_view = t._base is not None and t._view_fn is not None
     if not requires_grad(result) and not requires_grad(t._base if is_view else t):
         return t
-    old_node, old_nr = t.grad_fn, t._output_nr
+    # (the history the write replaces: a view's grad_fn read now, after the version bump, would be a
+    # new replay from the base, without the hook retain_grad put on the old one)
+    old_node, old_nr = t._grad_fn, t._output_nr
     if is_view:
         _rebase_view_history(t, result)
     elif not requires_grad(result):
@@ -87,7 +91,8 @@ def commit_inplace(t, result, op):
             result = _alias_of_leaf(result)
         set_history(t, result.grad_fn, result._output_nr)
     if t._retains_grad and old_node is not None:
-        old_node.retain_hooks.pop(old_nr, None)
+        if old_node.retain_hooks:
+            old_node.retain_hooks.pop(old_nr, None)
         attach_retain_hook(t, t.grad_fn)
     return t
 
@@ -147,6 +152,26 @@ def _rebase_view_history(view, result):
     # the view now reads from the base's new history
     fresh = replay_view(view_fn, base)
     set_history(view, fresh._grad_fn, fresh._output_nr)
+
+
+def _read_from_base_memory(view):
+    """Where a step of ``view``'s chain is an as_strided of a view, ``view``'s history read straight from
+    its base's memory (an as_strided of the base at the view's own sizes, strides and storage offset),
+    before a write in place computes from it. Such a step may read memory outside its input's elements,
+    and its gradient reaches only its input's elements (PyTorch's rule, kept for reads): the write's
+    gradient for the view's old values would lose the others. PyTorch's CopySlices hands that gradient
+    to the base whole; a history of the base's memory hands it the same."""
+    chain = view._view_fn
+    while chain is not None:
+        if chain[1].op.name == "as_strided" and chain[0] is not None:
+            base = view._base
+            fresh = chain[1](base, tuple(view._data.shape), view.stride(), view.storage_offset())
+            old_node, old_nr = view._grad_fn, view._output_nr
+            set_history(view, fresh._grad_fn, fresh._output_nr)
+            if view._retains_grad and old_node is not None and old_node.retain_hooks:
+                old_node.retain_hooks.pop(old_nr, None)  # (the write's commit hooks its new history)
+            return
+        chain = chain[0]
 
 
 def _reads_memory_positions(chain):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..autograd.graph import needs_grad
 from ..backends.cpu.pooling import plain_pooling
+from ..backends.memo import remember
 from ..errors import IndexOutOfRangeError, ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .common import batched_input, check_tensor, dense, host_extremes, int_tuple, wrap
@@ -66,7 +67,7 @@ def _shapes(input, shape4, out_size, spatial):
 # shape and dtype and arguments (a training run, a benchmark, repeats a few), where the per-call checks
 # and the views of 1-d pooling cost several times the pooling of a small batch.
 _PLANS: dict = {}
-_PLAN_LIMIT = 1024
+_PLANS_KEPT = 1024  # (each of _PLANS and _DIRECT_PLANS)
 
 
 def _plain(arguments):
@@ -92,17 +93,8 @@ def _plan(op, input, arguments, make, spatial):
     key = (op, data.shape, data.dtype, arguments)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _kept(_PLANS, key, make(op, input, spatial, *arguments))
+        plan = remember(_PLANS, key, make(op, input, spatial, *arguments), _PLANS_KEPT)
     return plan
-
-
-def _kept(plans, key, value):
-    """``value``, stored in ``plans`` under ``key``, after emptying ``plans`` where it holds ``_PLAN_LIMIT``
-    (a program's calls repeat a few keys; a sweep of shapes must not grow it without end)."""
-    if len(plans) >= _PLAN_LIMIT:
-        plans.clear()
-    plans[key] = value
-    return value
 
 
 # The pooling ops' direct lanes (registry.py's ``direct=``): a CPU float32/float64 C-contiguous input that
@@ -129,7 +121,7 @@ def _direct(op, input, arguments, make, spatial, host_call, indices=False):
     lane = _DIRECT_PLANS.get(key)
     if lane is None:
         plan = make(op, input, spatial, *arguments)
-        lane = _kept(_DIRECT_PLANS, key, _direct_plan(data, plan, host_call(plan, arguments)))
+        lane = remember(_DIRECT_PLANS, key, _direct_plan(data, plan, host_call(plan, arguments)), _PLANS_KEPT)
     if lane is False:
         return None
     host, shape4, args, out_shape, pair = lane

@@ -16,6 +16,7 @@ import numpy as np  # the constant interpolation matrices, built on the host
 
 from ..autograd.graph import needs_grad
 from ..backends import device_caches
+from ..backends.memo import remember
 from ..errors import ShapeError, fmt_shape
 from ..tensor import Tensor, primitives
 from .autocast import is_enabled as autocast_enabled
@@ -343,9 +344,7 @@ def _base_grid(bk, h, w, align_corners, d, device):
     xs = bk.expand(bk.view(positions(w), (1, w, 1)), (h, w, 1))
     ys = bk.expand(bk.view(positions(h), (h, 1, 1)), (h, w, 1))
     base = bk.view(bk.cat([xs, ys, bk.full((h, w, 1), 1.0, d)], 2), (1, h * w, 3))
-    if len(_BASE_GRIDS) < _BASE_GRIDS_KEPT:
-        _BASE_GRIDS[key] = base
-    return base
+    return remember(_BASE_GRIDS, key, base, _BASE_GRIDS_KEPT)
 
 
 # what the exporters know of the primitives this family's ops call (``Lowering`` in registry.py)

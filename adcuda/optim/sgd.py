@@ -34,6 +34,9 @@ class SGD(Optimizer):
         super().__init__(params, hyperparameters(locals()))
 
     _nonnegative = ("lr", "momentum", "weight_decay")
+    # the op each group's step is (graph capture's replay steps plain float32 groups by its primitive
+    # directly: adcuda/capture/host_steps.py)
+    _fused_op = _fused_sgd_
 
     def _validate_group(self, group):
         super()._validate_group(group)

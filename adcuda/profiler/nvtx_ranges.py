@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from types import TracebackType
 
+from ..backends.memo import remember
 from . import _state, instrument
 from .labels import op_label
 
@@ -65,8 +66,8 @@ class NvtxEmitter:
             # name would turn into a leak; a RegisteredString of our own is freed after the push.
             message = self._RegisteredString(self.domain.handle, name)
             attributes = self._EventAttributes(self.domain, message, None, None, None)
-            if not unique and len(self._attributes) < _CACHED_NAMES_LIMIT:
-                self._attributes[name] = attributes
+            if not unique:
+                remember(self._attributes, name, attributes, _CACHED_NAMES_LIMIT)
         self.domain.push_range(attributes)
 
     def pop(self):

@@ -16,6 +16,7 @@ from ... import dtypes as dt
 from ..._native import _C
 from ...errors import DTypeError, InvalidArgumentError, UnsupportedDTypeError
 from ..elementwise_table import FLOAT_BINARY, FLOAT_ONLY, UNARY
+from ..memo import remember
 from ..seam import DType, Scalar, Scratch, declared
 from . import _special
 from ._common import _F16, _F32, _F64, ArrayOrScalar, BackendArray, _compute, _finish, _fresh, _np_dtype
@@ -783,10 +784,9 @@ def _scalar_array(value, dtype):
     cache = _SCALAR_ARRAYS[dtype]
     array = cache.get(value)
     if array is None:
-        if len(cache) >= _SCALAR_ARRAYS_MAX:
-            cache.clear()
-        array = cache[value] = np.array(value, dtype)
+        array = np.array(value, dtype)
         array.flags.writeable = False
+        remember(cache, value, array, _SCALAR_ARRAYS_MAX)
     return array
 
 

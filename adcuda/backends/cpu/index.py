@@ -11,6 +11,7 @@ import numpy as np
 
 from ..._native import _C
 from ...errors import DTypeError, ShapeError
+from ..memo import remember
 from ._common import ArrayOrScalar, BackendArray, IndexKey
 from .layout import tril, triu
 from .reduce import reduce
@@ -74,8 +75,7 @@ def _scatter_key(idx, axis):
             None if d == axis else np.arange(n).reshape((1,) * d + (n,) + (1,) * (ndim - d - 1))
             for d, n in enumerate(shape)
         )
-        if len(_GRIDS) < _GRIDS_KEPT:
-            _GRIDS[shape, axis] = grids
+        remember(_GRIDS, (shape, axis), grids, _GRIDS_KEPT)
     return tuple(idx if d == axis else g for d, g in enumerate(grids))
 
 

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._native import _C
 from ...errors import DTypeError, ShapeError, fmt_shape
+from ..memo import remember
 from ._common import Arrays, BackendArray
 
 __all__ = ["cat", "tril", "triu"]
+
+
+# the host module's join (kernels/host/layout.cpp): C-contiguous arrays of one plain dtype in one pass,
+# where NumPy's concatenate spends 0.1 us a part on checks (most of a stack of 32 small rows)
+_native_join = getattr(_C, "host_join", None)
 
 
 def cat(arrays: Arrays, axis: int) -> BackendArray:
@@ -16,10 +23,20 @@ def cat(arrays: Arrays, axis: int) -> BackendArray:
         arrays = list(arrays)
     if not arrays:
         return np.concatenate(arrays, axis=axis)  # (NumPy's error)
+    if _native_join is not None and axis.__class__ is int and axis >= 0:
+        out = _native_join(arrays, axis, False)
+        if out is not None:
+            return out
     try:  # NumPy refuses another dtype itself (casting "no"): one pass over the arrays, not two
         return np.concatenate(arrays, axis, dtype=arrays[0].dtype, casting="no")
     except TypeError:
         raise DTypeError("cat: expected arrays of one dtype, got " + ", ".join(str(a.dtype) for a in arrays)) from None
+
+
+def stacked(arrays: list, axis: int) -> BackendArray | None:
+    """``arrays`` (a list, of one shape and dtype) joined along a new ``axis`` (0 to their ndim) in the
+    host module's one pass; None where it does not take them (another layout, dtype or shape)."""
+    return None if _native_join is None else _native_join(arrays, axis, True)
 
 
 def _matrices(op, a):
@@ -41,8 +58,7 @@ def _triangle(op, a, k, lower):
     if mask is None:
         mask = np.tri(rows, cols, k, dtype=bool) if lower else ~np.tri(rows, cols, k - 1, dtype=bool)
         mask.flags.writeable = False
-        if len(_MASKS) < _MASKS_KEPT:
-            _MASKS[key] = mask
+        remember(_MASKS, key, mask, _MASKS_KEPT)
     zero = _ZEROS.get(a.dtype)
     if zero is None:
         zero = _ZEROS[a.dtype] = np.zeros((), a.dtype)

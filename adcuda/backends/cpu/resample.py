@@ -16,6 +16,7 @@ import functools
 import numpy as np
 
 from .._padding import circular_period, pad_plan
+from ..memo import remember
 from ..seam import Scalar, Shape, declared
 from ._common import BackendArray, _compute
 
@@ -242,8 +243,8 @@ def pad(x: BackendArray, pads: Shape, mode: str, value: Scalar) -> BackendArray:
         except (KeyError, TypeError):  # (TypeError: pads in a list)
             plan, out_shape = pad_plan("pad", x.shape, pads, mode)
             src, dst = (_key(x.ndim, part) for part in _overlap(plan))
-            if len(_CONSTANT_PADS) < _CONSTANT_PADS_KEPT and pads.__class__ is tuple:
-                _CONSTANT_PADS[x.shape, pads] = out_shape, src, dst
+            if pads.__class__ is tuple:
+                remember(_CONSTANT_PADS, (x.shape, pads), (out_shape, src, dst), _CONSTANT_PADS_KEPT)
         out = np.empty(out_shape, x.dtype)
         out.fill(value)  # (np.full's Python wrapper doubles the cost on a small array)
         out[dst] = x[src]

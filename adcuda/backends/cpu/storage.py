@@ -11,6 +11,7 @@ import numpy as np
 from ... import dtypes as dt
 from ...errors import IndexOutOfRangeError, ShapeError
 from .. import _strided, float_errors
+from ..memo import remember
 from ..seam import ArrayLike, Axes, BasicKey, DType, Scalar, Shape
 from ._common import _F16, BackendArray, _np_dtype
 
@@ -120,9 +121,7 @@ def expand(a: BackendArray, shape: Shape) -> BackendArray:
         key = (a.shape, a.itemsize, shape)
         strides = _EXPANDED_STRIDES.get(key)
         if strides is None:
-            strides = _broadcast_strides(a, shape)
-            if len(_EXPANDED_STRIDES) < _EXPANDED_KEPT:
-                _EXPANDED_STRIDES[key] = strides
+            strides = remember(_EXPANDED_STRIDES, key, _broadcast_strides(a, shape), _EXPANDED_KEPT)
         # (positional arguments: half the cost of the same call by keyword)
         r = np.ndarray(shape, a.dtype, a, 0, strides)
         r.setflags(write=False)  # as broadcast_to's: its elements share memory
