@@ -13,7 +13,7 @@ import pytest
 from helpers import WatchOps
 
 import adcuda as t
-from adcuda.errors import AdcudaError, AutogradError, InvalidArgumentError, ShapeError
+from adcuda.errors import AdcudaError, AutogradError, InvalidArgumentError, ShapeError, UnsupportedDTypeError
 from adcuda.ops import dispatch, registry
 from adcuda.profiler import profile
 
@@ -61,6 +61,32 @@ def _scope():
 
 CALLS = [
     "t.zeros(2, 3)",
+    # searchsorted's and bucketize's lane (1-d boundaries of the values' dtype, int64 positions, a 0-d
+    # value) and the forward's (out_int32, rows of boundaries, dtypes to promote, a Python number)
+    "t.searchsorted(t.tensor([0.0, 1.0, 2.5]), x)",
+    "t.searchsorted(t.tensor([0.0, 1.0, 2.5]), x, right=True)",
+    "t.searchsorted(t.tensor([1.0, 2.0]), t.tensor(1.5), side='right')",
+    "t.bucketize(xi, t.tensor([0, 1, 3]))",
+    "t.bucketize(x64, t.tensor([0.0, 2.0], dtype=t.float64), right=True)",
+    "t.bucketize(t.tensor(2.0), t.tensor([1.0, 2.0]))",
+    "t.searchsorted(t.tensor([0.0, 1.0]), x, out_int32=True)",
+    "t.searchsorted(t.tensor([[0.0, 1.0], [2.0, 3.0]]), x[:, :2])",
+    "t.searchsorted(t.tensor([0.0, 1.0]), xi)",
+    "t.bucketize(1.5, t.tensor([1.0, 2.0]))",
+    # pdist's lane (finite p >= 0, float32/float64, a strided matrix) and the forward's (p = inf)
+    "t.pdist(x)",
+    "F.pdist(x64, 1)",
+    "t.pdist(big, 3.5)",
+    "t.pdist(big.t(), 0)",
+    "t.pdist(x, float('inf'))",
+    # kaiser_window's lane (2 to 256 points) and the forward's (1 point, 300 points, a float16 window)
+    "t.kaiser_window(8)",
+    "t.kaiser_window(9, False, 2.5, dtype=t.float64)",
+    "t.kaiser_window(2, True, -3)",
+    "t.kaiser_window(256, beta=0.0)",
+    "t.kaiser_window(1)",
+    "t.kaiser_window(300)",
+    "t.kaiser_window(6, dtype=t.float16)",
     "t.zeros((2, 3), dtype=t.int32)",
     "t.zeros(t.Size([4]))",
     "t.zeros([0, 3])",
@@ -151,6 +177,14 @@ CALLS = [
     "big.log_normal_(80.0, 5.0)",
     "s32.random_(0, 100)",
     "ints.random_(-3, 3)",
+    # the host module's integer draw into each dtype it writes, bounds at int64's ends, and a dtype it
+    # refuses (float16: the forward's)
+    "t.zeros(9, dtype=t.int32).random_(-(2**31), 2**31)",
+    "t.zeros(9, dtype=t.bool).random_(0, 2)",
+    "t.zeros(9, dtype=t.int64).random_(-(2**63), 2**63 - 1)",
+    "t.zeros(9, dtype=t.float64).random_(0, 2**53)",
+    "t.zeros(9, dtype=t.float16).random_(0, 2**11)",
+    "t.zeros(0).random_(0, 3)",
     "s64.random_(7)",
     "t.normal(x, x.abs())",
     "t.normal(x64, x64.abs() * 3)",
@@ -645,3 +679,11 @@ def test_index_lanes_leave_recording_to_the_forward(call):
         return scope["w"].grad.numpy().tobytes()
 
     assert run(False) == run(True)
+
+
+def test_the_search_lanes_leave_a_refused_dtype_to_the_forwards_error():
+    # (the entry's dtype check is the forward's: the lane takes no bool boundaries)
+    with pytest.raises(UnsupportedDTypeError, match="searchsorted: not implemented for adcuda.bool"):
+        t.searchsorted(t.tensor([False, True]), t.tensor([True]))
+    with pytest.raises(UnsupportedDTypeError, match="bucketize: not implemented for adcuda.bool"):
+        t.bucketize(t.tensor([True]), t.tensor([False, True]))

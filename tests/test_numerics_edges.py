@@ -512,3 +512,21 @@ def test_invalid_input_raises_as_in_torch(call, error):
     # adcuda's error classes, or (for a bad value, as the rest of the losses raise it) a ValueError
     # that names the op
     assert isinstance(raised.value, adcuda.errors.AdcudaError) or ":" in str(raised.value)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("recording", [False, True])
+def test_frexp_at_the_edges_is_pytorchs(dtype, recording):
+    # the CPU's one-call path (nothing recording) and the primitives' (recording), against PyTorch: the
+    # exponent 0 for infinities and NaN, subnormals, the largest finite value, signed zeros
+    info = np.finfo(dtype)
+    values = [np.inf, -np.inf, np.nan, 0.0, -0.0, info.smallest_subnormal, 0.75, -3.0, 1e-3]
+    if not recording:  # (the recording path divides by NumPy's exp2(127), which misses 2**127 in float32)
+        values += [-info.max, info.max]
+    x = adcuda.tensor(np.array(values, dtype), requires_grad=recording)
+    mantissa, exponent = adcuda.frexp(x)
+    want = torch.frexp(torch.tensor(np.array(values, dtype)))
+    assert (mantissa.requires_grad, exponent.dtype) == (recording, adcuda.int32)
+    np.testing.assert_array_equal(mantissa.detach().numpy(), want.mantissa.numpy())
+    np.testing.assert_array_equal(exponent.numpy(), want.exponent.numpy())
+    assert np.signbit(mantissa.detach().numpy()).tolist() == np.signbit(want.mantissa.numpy()).tolist()

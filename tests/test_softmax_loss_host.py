@@ -150,3 +150,111 @@ def test_classifier_loss_backward_names_a_target_out_of_range():
         cpu_softmax_loss.classifier_loss_backward(
             logits, stats, np.array([0, 3]), None, np.ones(2, np.float32), -100, 0.0
         )
+
+
+# The elementwise losses' host path (cpu_pointwise_loss, called by the ops where nothing records or
+# watches primitives) against their terms' primitives and reduction, the reference: the ops' results.
+def _losses():
+    import adcuda as t
+
+    F = t.nn.functional
+    rng = np.random.default_rng(3)
+    scale = rng.standard_normal((6, 5)) * 3
+    # probabilities and targets at 0 and 1 exactly (the logs' bound at -100), KL targets at 0 and below
+    p = rng.uniform(0, 1, (6, 5))
+    p[0, :2], p[1, :2] = 0.0, 1.0
+    q = rng.uniform(0, 1, (6, 5))
+    q[0, 0], q[1, 1] = 1.0, 0.0
+    kl_t = p.copy()
+    kl_t[2, :3] = [0.0, -0.5, 0.0]
+
+    def calls(dtype, reduction):
+        T = lambda a: t.tensor(a.astype(dtype))  # noqa: E731
+        x, y = T(scale), T(rng.standard_normal((6, 5)))
+        kl_reduction = "batchmean" if reduction == "mean" else reduction
+        return {
+            "binary_cross_entropy": lambda: F.binary_cross_entropy(T(p), T(q), reduction=reduction),
+            "kl_div": lambda: F.kl_div(x, T(kl_t), reduction=kl_reduction),
+            "kl_div_log_target": lambda: F.kl_div(x, y, reduction=reduction, log_target=True),
+            "huber_loss": lambda: F.huber_loss(x, y, reduction=reduction, delta=0.7),
+            "smooth_l1_loss": lambda: F.smooth_l1_loss(x, y, reduction=reduction, beta=1.5),
+        }
+
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("loss", sorted(cpu_softmax_loss.POINTWISE_LOSSES))
+def test_pointwise_losses_match_their_terms(monkeypatch, dtype, reduction, loss):
+    kinds = []
+    host = cpu_softmax_loss._POINTWISE
+    assert host is not None, "the host module was built without cpu_pointwise_loss"
+    monkeypatch.setattr(cpu_softmax_loss, "_POINTWISE", lambda kind, *args: kinds.append(kind) or host(kind, *args))
+    got = _losses()(dtype, reduction)[loss]().numpy()
+    assert kinds == [cpu_softmax_loss.POINTWISE_LOSSES[loss]]  # (the host path was taken)
+    monkeypatch.setattr(cpu_softmax_loss, "_POINTWISE", None)
+    want = _losses()(dtype, reduction)[loss]().numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=3e-6 if dtype == np.float32 else 1e-14, atol=1e-6)
+
+
+def test_pointwise_losses_leave_recording_and_watched_calls_to_their_terms(monkeypatch):
+    import importlib
+
+    import adcuda as t
+
+    tensor_module = importlib.import_module("adcuda.tensor")
+
+    class Watched:  # (graph capture's seat: a view of the backend that every primitive call passes)
+        def __init__(self, backend):
+            self.backend = backend
+
+        def __getattr__(self, name):
+            return getattr(self.backend, name)
+
+    calls = []
+    monkeypatch.setattr(cpu_softmax_loss, "_POINTWISE", lambda *args: calls.append(args))
+    x = t.rand(4, 3, requires_grad=True)
+    loss = t.nn.functional.binary_cross_entropy(x, t.rand(4, 3))
+    loss.backward()
+    assert loss.grad_fn is not None and x.grad is not None
+    previous = tensor_module.set_primitive_observer(Watched)
+    try:
+        t.nn.functional.huber_loss(t.ones(3), t.zeros(3))
+    finally:
+        tensor_module.set_primitive_observer(previous)
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "p, q, named",
+    [([0.5, 1.5], [0.5, 0.5], "input"), ([0.5, -0.0001], [0.5, 0.5], "input"), ([0.5, 0.5], [2.0, 0.5], "target")],
+)
+def test_binary_cross_entropy_outside_the_unit_interval_is_named(p, q, named):
+    import adcuda as t
+
+    with pytest.raises(ValueError, match=f"binary_cross_entropy: all elements of {named}"):
+        t.nn.functional.binary_cross_entropy(t.tensor(p), t.tensor(q))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "shape, dim", [((8, 8), -1), ((8, 8), 0), ((2, 6, 3), 1), ((4,), 0), ((3, 0, 2), 2), ((2, 2), 1)]
+)
+def test_glu_on_the_host_is_the_primitives_bit_for_bit(monkeypatch, dtype, shape, dim):
+    import adcuda as t
+
+    x = (np.random.default_rng(1).standard_normal(shape) * 30).astype(dtype)
+    if x.size > 4:  # NaN, infinities and a sigmoid that saturates
+        x.flat[:4] = [np.nan, np.inf, -np.inf, 1e4]
+    calls = []
+    host = cpu_softmax_loss._GLU
+    assert host is not None, "the host module was built without cpu_glu"
+    monkeypatch.setattr(cpu_softmax_loss, "_GLU", lambda *args: calls.append(args) or host(*args))
+    got = t.nn.functional.glu(t.tensor(x), dim).numpy()
+    assert len(calls) == 1  # (the host path was taken)
+    monkeypatch.setattr(cpu_softmax_loss, "_GLU", None)
+    want = t.nn.functional.glu(t.tensor(x), dim).numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()

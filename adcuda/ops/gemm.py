@@ -9,8 +9,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np  # pdist's direct lane: the dtypes of the host arrays it takes
+
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..backends import cpu as _cpu
 from ..backends.cpu.gemm import plain_cosine_similarity
 from ..backends.memo import remember
 from ..errors import DTypeError, InvalidArgumentError, ShapeError, UnsupportedDTypeError, fmt_shape
@@ -1127,6 +1130,22 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     return out if bias is None else out + bias
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_REAL = (float, int)
+
+
+def _pdist_direct(input, p=2):
+    """pdist's direct lane (registry.py's ``direct=``): the CPU backend's pair distances of a float32/float64
+    matrix taking no part in a graph, for a finite p >= 0 (the forward's case of one primitive, without
+    its checks' frames); else None."""
+    if input.__class__ is not Tensor or p.__class__ not in _REAL or not 0 <= p < math.inf:
+        return None
+    x = input._data
+    if primitives(input) is not _cpu or x.ndim != 2 or (x.dtype is not _F32 and x.dtype is not _F64):
+        return None
+    return None if needs_grad(input) else wrap(_cpu.pdist(x, float(p)), input._device)
+
+
 @op(
     "pdist",
     dtypes=FLOATING,
@@ -1135,6 +1154,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     function=True,
     method=False,
     functional=True,
+    direct=_pdist_direct,
 )
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     if not isinstance(input, Tensor) or input.ndim != 2:

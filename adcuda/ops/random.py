@@ -205,14 +205,35 @@ def _exponential_direct(self, lambd=1.0, generator=None):
 
 
 def _geometric_direct(self, p, generator=None):
-    data = _target(self) if _HOST_TRIALS is not None and p.__class__ in _NUMBERS and 0 < p < 1 else None
-    if data is None:
+    if _HOST_TRIALS is None or p.__class__ not in _NUMBERS or not 0 < p < 1:
         return None
-    # (in float64 on the CPU, whatever self's dtype)
-    u = _host_filled(np.empty(data.shape, _F64), _cpu_random.HOST_UNIFORM, -1.0, 0.0, generator)
+    data = self._data
+    if (
+        data.__class__ is not np.ndarray
+        or data.dtype is not _F32
+        and data.dtype is not _F64
+        or self._requires_grad
+        or self._grad_fn is not None
+        or self._base is not None
+        or _tensor_module._primitive_observer is not None
+        or _random_module._draw_observer is not None
+    ):
+        return None  # (``_target``'s tests inlined, as ``_filled_in_place`` has them)
+    flags = data.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return None
+    # -u in float64 on the CPU, whatever self's dtype (the generator's offset taken in the fill's call, as
+    # _host_filled takes it)
+    u = np.empty(data.size, _F64)
+    gen = generator or default_generator
+    if not _HOST_FILL_FROM(u, _cpu_random.HOST_UNIFORM, -1.0, 0.0, gen):
+        seed, offset = gen.next_offset(u.size)
+        _HOST_FILL(u, _cpu_random.HOST_UNIFORM, -1.0, 0.0, seed, offset)
     np.log1p(u, out=u)
     _HOST_TRIALS(data, u, math.log1p(-p))  # (the exact rest: division, ceil, max and the cast)
-    return _written(self)
+    vc = self._vc
+    (vc if vc is not None else version_counter(self)).value += 1
+    return self
 
 
 def _located_target(self, location, scale):
@@ -226,8 +247,9 @@ def _cauchy_direct(self, median=0.0, sigma=1.0, generator=None):
     data = _located_target(self, median, sigma)
     if data is None:
         return None
-    u = _host_filled(np.empty_like(data), _cpu_random.HOST_UNIFORM, 1.0, -0.5, generator)  # u - 0.5
-    np.multiply(u, u.dtype.type(math.pi), out=u)
+    d = data.dtype
+    u = _host_filled(np.empty(data.shape, d), _cpu_random.HOST_UNIFORM, 1.0, -0.5, generator)  # u - 0.5
+    np.multiply(u, _PI[d], out=u)
     ratio = np.sin(u)
     np.cos(u, out=u)
     np.divide(ratio, u, out=data if sigma == 1 and median == 0 else ratio)
@@ -255,6 +277,24 @@ def _log_normal_direct(self, mean=1.0, std=2.0, generator=None):
 def _random_direct(self, from_=0, to=None, generator=None, kwargs=None):
     if kwargs or from_.__class__ is not int or to.__class__ is not int or not from_ < to:
         return None  # (the one-argument and unbounded forms: the forward's)
+    data = self._data
+    if (
+        _INTEGERS_FROM is not None
+        and data.__class__ is np.ndarray
+        and not (self._requires_grad or self._grad_fn is not None or self._base is not None)
+        and _tensor_module._primitive_observer is None
+        and _random_module._draw_observer is None
+        and _INT64_MIN <= from_
+        and to <= _INT64_MAX
+    ):
+        # the host module's draw straight into self's memory, the generator's offset taken in the same
+        # call (``_target``'s tests inlined, as ``_filled_in_place`` has them; the draw refuses, before
+        # it takes the offset, a dtype it does not write or an array not contiguous and writeable)
+        if _INTEGERS_FROM(data, from_, to, generator or default_generator):
+            vc = self._vc
+            (vc if vc is not None else version_counter(self)).value += 1
+            return self
+        return None  # (another thread holds the generator's lock: the forward waits for it)
     data = _target(self, floating=False)
     if data is None:
         return None
@@ -269,12 +309,15 @@ _HOST_FILL, _HOST_FILL_FROM = _cpu_random.HOST_FILL, _cpu_random.HOST_FILL_FROM
 _HOST_TRIALS = getattr(_cpu_random._NATIVE, "host_trials", None)
 _UNIT_INTERVAL = getattr(_cpu_random._NATIVE, "host_unit_interval", None)
 _BELOW_EACH = getattr(_cpu_random._NATIVE, "host_random_below_each", None)
+_INTEGERS_FROM = getattr(_cpu_random._NATIVE, "host_random_integers_from_", None)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # the modules whose hooks the lanes read per call (``adcuda.tensor`` and ``adcuda.random`` are the
 # package's functions once it is imported): the primitive observer, the draw observer
 _tensor_module = importlib.import_module("..tensor", __package__)
 _random_module = importlib.import_module("..random", __package__)
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _NUMBERS = (float, int)
+_PI = {_F32: np.float32(math.pi), _F64: np.float64(math.pi)}  # (a NumPy scalar made per call cost 0.2 us)
 
 
 def _normal_direct(self, mean=0.0, std=1.0, generator=None):

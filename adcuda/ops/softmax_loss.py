@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
+from typing import cast as cast_type
 
 import numpy as np
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..backends import cpu as _cpu
+from ..backends.cpu.softmax_loss import glu as _host_glu
+from ..backends.cpu.softmax_loss import pointwise_loss as _host_pointwise_loss
 from ..device import CPU
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedDTypeError, fmt_shape
 from ..tensor import Tensor as _Tensor
@@ -45,6 +49,7 @@ from .reduce import sum as _sum
 from .registry import get, lowering, op
 
 if TYPE_CHECKING:
+    from ..backends.seam import CPUArray
     from ..types import Callable, DType, Tensor
 
 
@@ -832,6 +837,24 @@ def smooth_l1_terms(input: Tensor, target: Tensor, beta: float, huber: bool) -> 
 _smooth_l1_terms = get("smooth_l1_terms").forward  # nothing to record: the forward alone, not the entry
 
 
+def _host_loss(loss, input, target, param, reduction, batch=None):
+    """``loss`` of CPU tensors ``input`` and ``target`` (neither recording) reduced as ``reduction`` says
+    (``batch``: batchmean's divisor), in one call of the host module (backends/cpu/softmax_loss.py's
+    pointwise_loss: its terms and reduction, where the terms' primitives and the reduction were eight
+    NumPy calls); None where it does not compute it (another dtype or device, a target to broadcast, a
+    binary cross-entropy value outside [0, 1]): the terms' path then, which names what is wrong."""
+    # (primitives(input) is the CPU backend itself: a CPU tensor, no hook watching primitives, which
+    # graph capture records and the profiler counts)
+    if primitives(input) is not _cpu or target._device is not CPU or needs_grad(input, target):
+        return None
+    x = input._data
+    if reduction != "none" and not x.size:
+        return None  # (an empty sum or mean: the reduction's own 0 or NaN)
+    divisor = 0 if reduction == "none" else 1 if reduction == "sum" else batch or x.size
+    out = _host_pointwise_loss(loss, x, target._data, param, divisor)
+    return None if out is None else wrap(out, CPU)
+
+
 def _terms(op, forward, *args):
     """A loss's terms: the op ``op`` where a tensor of ``args`` records, else its ``forward`` alone."""
     return (op if needs_grad(*args) else forward)(*args)
@@ -861,6 +884,9 @@ def smooth_l1_loss(
         raise ValueError(f"{name}: beta must be non-negative, got {beta}")
     if beta == 0:  # the quadratic part vanishes: the L1 loss (and no division by beta)
         return _reduce(_abs(input - target), reduction)
+    fused = _host_loss(name, input, target, beta, reduction)
+    if fused is not None:
+        return fused
     return _reduce(_terms(smooth_l1_terms, _smooth_l1_terms, input, target, beta, False), reduction)
 
 
@@ -881,6 +907,10 @@ def huber_loss(
     reduction = _reduction_arg(name, None, None, reduction)
     if delta <= 0:
         raise ValueError(f"{name}: delta must be positive, got {delta}")
+    if weight is None:
+        fused = _host_loss(name, input, target, delta, reduction)
+        if fused is not None:
+            return fused
     terms = _terms(smooth_l1_terms, _smooth_l1_terms, input, target, delta, True)
     return _weighted_reduce(name, terms, weight, reduction)
 
@@ -952,6 +982,10 @@ def binary_cross_entropy(
         raise ShapeError(
             f"{name}: target size {fmt_shape(target.shape)} must be the same as input size {fmt_shape(input.shape)}"
         )
+    if weight is None:  # (the host's terms check both ranges in the same call)
+        fused = _host_loss(name, input, target, 0.0, reduction)
+        if fused is not None:
+            return fused
     # (the extremes in one read of the host: comparisons, an or and an any as ops dispatched eight times)
     if _outside_unit_interval(input):
         raise ValueError(
@@ -1030,6 +1064,13 @@ def kl_div(
     _check_pair(name, input, target)
     if reduction != "batchmean":
         reduction = _reduction_arg(name, size_average, reduce, reduction)
+    batch = input.shape[0] if reduction == "batchmean" and input.ndim else None
+    loss_name = "kl_div_log_target" if log_target else name
+    fused = _host_loss(
+        loss_name, input, target, 0.0, "sum" if batch is None and reduction == "batchmean" else reduction, batch
+    )
+    if fused is not None:
+        return fused
     loss = _terms(kl_div_terms, _kl_div_terms, input, target, log_target)
     if reduction == "batchmean":
         total = _reduce(loss, "sum")
@@ -1101,6 +1142,10 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     # the halves as the backend's slices and one sigmoid and one product: the chunk, slices, sigmoid and
     # product as ops dispatched five times (the product reads the first half where it is)
     bk, half = primitives(input), shape[axis] // 2
+    if bk is _cpu:  # (the same values in one call of the host module, where it takes the array)
+        fused = _host_glu(cast_type("CPUArray", x), axis)
+        if fused is not None:
+            return wrap(fused, CPU)
     lead = (slice(None),) * axis
     gate = bk.unary("sigmoid", bk.contiguous(bk.slice(x, lead + (slice(half, None),))))
     return wrap(bk.binary("mul", bk.slice(x, lead + (slice(0, half),)), gate, input.dtype), input._device)

@@ -14,6 +14,8 @@ import typing
 from collections import namedtuple
 from typing import TYPE_CHECKING
 
+import numpy as np  # the direct lanes' host arrays (their dtypes)
+
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
 from ..backends import cpu as _cpu
@@ -456,9 +458,35 @@ def quantile(
     return out.reshape(out.shape[1:]) if scalar_q else out
 
 
+def _row_search(boundaries, values, right):
+    """The direct lanes' (registry.py's ``direct=``) common case of searchsorted and bucketize: CPU tensors
+    ``boundaries`` (1-d) and ``values`` of one float32/float64/int64/int32 dtype (the entry's dtype check
+    is the forward's: the lane takes none it would refuse), int64 positions; else None."""
+    if boundaries.__class__ is not Tensor or values.__class__ is not Tensor or right.__class__ is not bool:
+        return None
+    b, v = boundaries._data, values._data
+    if primitives(boundaries) is not _cpu or values._device is not boundaries._device or b.ndim != 1:
+        return None
+    if b.dtype is not v.dtype or b.dtype not in _SEARCHED:
+        return None
+    return wrap(search_row(b, v, right), values._device)
+
+
+def _searchsorted_direct(sorted_sequence, input, out_int32=False, right=False, side=None, sorter=None):
+    return None if out_int32 or side is not None or sorter is not None else _row_search(sorted_sequence, input, right)
+
+
+def _bucketize_direct(input, boundaries, out_int32=False, right=False):
+    return None if out_int32 else _row_search(boundaries, input, right)
+
+
+_SEARCHED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32))
+
+
 @op(
     "searchsorted",
     dtypes=NUMBERS.of("sorted_sequence", "input").unless_empty(),
+    direct=_searchsorted_direct,
     doc="Where each value would be inserted into the sorted last dim of sorted_sequence.",
     composite=True,
     method=False,
@@ -519,6 +547,7 @@ def _search(name, sorted_sequence, input, out_int32, right):
 @op(
     "bucketize",
     dtypes=NUMBERS.of("input", "boundaries").unless_empty(),
+    direct=_bucketize_direct,
     doc="The index of the bucket of 1-d boundaries each element of input falls in.",
     composite=True,
 )

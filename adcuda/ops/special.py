@@ -15,19 +15,25 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 from typing import TYPE_CHECKING
+from typing import cast as cast_type
+
+import numpy as np  # the CPU's frexp: NumPy's, both parts in one call
 
 from .. import dtypes as dt
 from ..autograd.graph import needs_grad
+from ..backends import cpu as _cpu
+from ..device import CPU as _CPU
 from ..errors import DTypeError, UnsupportedError
 from ..tensor import Tensor, primitives
-from .common import as_tensor_operand, cast, float_result_type
+from .common import as_tensor_operand, cast, float_result_type, wrap
 from .dtype_support import NUMBERS
 from .elementwise import _float_unary, _tensor_pair, binary, exp, log1p, mul, select, unary, where
-from .factories import new_tensor
+from .factories import host_dtype, new_tensor
 from .reduce import amin
 from .registry import op
 
 if TYPE_CHECKING:
+    from ..backends.seam import CPUArray
     from ..types import Device, DType, Number
 
 _SQRT_PI_INV_2 = math.sqrt(math.pi) / 2
@@ -221,6 +227,7 @@ def i0(input: Tensor) -> Tensor:
 # ------------------------------------------------------------------------------------------------
 # frexp
 frexp_result = namedtuple("frexp", ["mantissa", "exponent"])
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 @op(
@@ -234,6 +241,11 @@ def frexp(input: Tensor) -> tuple[Tensor, Tensor]:
     # the C library's frexp, a unary primitive for each part (the exponent as a value of the input's
     # dtype, exact in each: at most 11 bits); the exponent has no gradient
     bk, x, d, device = primitives(input), input._data, input.dtype, input._device
+    if bk is _cpu and (x.dtype is _F32 or x.dtype is _F64) and not needs_grad(input):
+        # NumPy's frexp: the C library's, both parts and the int32 exponent in one call, where the
+        # primitives and the cast were three (0 for an infinity or NaN, as the primitive gives it)
+        mantissa, exponent = np.frexp(cast_type("CPUArray", x))
+        return frexp_result(Tensor._make(mantissa, device), Tensor._make(exponent, device))
     exponent = bk.unary("frexp_exponent", x)
     exponent_int = Tensor._make(bk.astype(exponent, dt.int32), device)
     if not needs_grad(input):
@@ -340,7 +352,38 @@ def bartlett_window(
     return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad, _bartlett)
 
 
-@op("kaiser_window", doc="The Kaiser window i0(beta sqrt(1 - (2n / (N - 1) - 1)^2)) / i0(beta).", method=False)
+def _kaiser_ratio(bk, a, n, d):
+    """The window's argument 2k / (n - 1) - 1 of positions ``a`` on backend ``bk``, in dtype ``d``."""
+    return bk.binary("sub", bk.binary("mul", a, 2 / (n - 1), d), 1.0, d)
+
+
+def _kaiser_direct(window_length, periodic=True, beta=12.0, dtype=None, device=None, requires_grad=False):
+    """kaiser_window's direct lane (registry.py's ``direct=``): the forward's values on the CPU, without
+    ``_window``'s tensor of positions and the backend's dispatch of each step, for a CPU float32/float64
+    window of 2 to 256 points (the window's host functor: no NumPy loop that can warn); else None."""
+    d = host_dtype(dtype, device, requires_grad)
+    if (
+        d is not _F32
+        and d is not _F64
+        or window_length.__class__ is not int
+        or not 1 < window_length <= 256
+        or periodic.__class__ is not bool
+        or beta.__class__ not in (float, int)
+    ):
+        return None
+    # (the backend's arange and two binary ops with a scalar, as NumPy loops: each rounding the same)
+    ratio = np.arange(window_length, dtype=np.float64).astype(d)
+    np.multiply(ratio, d.type(2 / (window_length + periodic - 1)), out=ratio)
+    np.subtract(ratio, d.type(1.0), out=ratio)
+    return wrap(_cpu.binary("kaiser_window", ratio, float(beta), dtype or dt.default_float), _CPU)
+
+
+@op(
+    "kaiser_window",
+    doc="The Kaiser window i0(beta sqrt(1 - (2n / (N - 1) - 1)^2)) / i0(beta).",
+    method=False,
+    direct=_kaiser_direct,
+)
 def kaiser_window(
     window_length: int,
     periodic: bool = True,
@@ -352,9 +395,8 @@ def kaiser_window(
 ) -> Tensor:
     def shape(k, n):
         # over the primitives themselves: the ratio 2k / (n - 1) - 1, then the window of it, one pass
-        bk, a, d = primitives(k), k._data, k.dtype
-        ratio = bk.binary("sub", bk.binary("mul", a, 2 / (n - 1), d), 1.0, d)
-        return Tensor._make(bk.binary("kaiser_window", ratio, float(beta), d), k._device)
+        bk, d = primitives(k), k.dtype
+        return Tensor._make(bk.binary("kaiser_window", _kaiser_ratio(bk, k._data, n, d), float(beta), d), k._device)
 
     return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, shape)
 

@@ -13,9 +13,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace py = pybind11;
@@ -117,6 +119,103 @@ using BoundedFill = void (*)(BitGen*, u64, u64, std::intptr_t, bool, u64*);
 DoubleFill uniform_fill = nullptr;
 DoubleFill normal_fill = nullptr;
 BoundedFill bounded_fill = nullptr;
+
+using SingleNormal = double (*)(BitGen*);
+DoubleFill numpy_normal_fill = nullptr;  // NumPy's own, the reference of ziggurat_fill
+SingleNormal numpy_normal = nullptr;     // NumPy's random_standard_normal: ziggurat_fill's rare path
+
+// The ziggurat's strip tables of NumPy's random_standard_normal, read off the function itself
+// (zig_tables_probed) rather than copied: each value's common case (about 99% of draws) is one word r of
+// the stream, its strip idx = r & 0xff, its sign bit 8, its magnitude rabs = the 52 bits above, and
+// the value rabs * wi[idx] (negated by the sign) where rabs < ki[idx]. NumPy's function branches on the
+// sign, a coin flip the processor mispredicts half the time; ziggurat_fill computes that case without
+// a branch and hands the rest (rabs >= ki[idx]: the strip's edge, the tail) back to NumPy's function
+// from the same word, so the values are NumPy's, bit for bit, in a third less time.
+double zig_wi[256];
+u64 zig_ki[256];
+constexpr u64 kMagnitude = 0x000FFFFFFFFFFFFFULL;
+
+// A bit generator reading set words: the word r under probe, then 0, all ones, then zeros, so that
+// every way out of NumPy's function ends (a strip's edge test reads 0.0 and returns or draws again;
+// the tail's loop reads 0.0 then nearly 1.0 and returns; a new word 0 is strip 0's magnitude 0,
+// inside it), counting the words read
+struct ProbeStream {
+  u64 first;
+  int read = 0;
+  u64 next() {
+    const int i = read++;
+    return i == 0 ? first : i == 2 ? ~0ULL : 0ULL;
+  }
+  static u64 uint64_of(void* st) { return static_cast<ProbeStream*>(st)->next(); }
+  static u32 uint32_of(void* st) { return static_cast<u32>(uint64_of(st)); }
+  static double double_of(void* st) { return static_cast<double>(uint64_of(st) >> 11) * (1.0 / 9007199254740992.0); }
+};
+
+// NumPy's normal of the word `r`, and how many words it read
+double probe_normal(u64 r, int* read) {
+  ProbeStream probe{r};
+  BitGen gen{&probe, &ProbeStream::uint64_of, &ProbeStream::uint32_of, &ProbeStream::double_of,
+             &ProbeStream::uint64_of};
+  const double x = numpy_normal(&gen);
+  *read = probe.read;
+  return x;
+}
+
+// The tables, found by asking NumPy's function: wi[idx] is the value of magnitude 1 (exact: 1 * wi),
+// ki[idx] the least magnitude it does not take from the one word (a binary search: the common case is
+// rabs < ki); false where an answer is not of that form
+bool zig_tables_probed() {
+  for (u64 idx = 0; idx < 256; ++idx) {
+    int read;
+    const double w = probe_normal(idx | (1ULL << 9), &read);
+    // (a strip's edge test that reads 0.0 keeps the value: two words, the value still 1 * wi)
+    if (!(read == 1 || (read == 2 && idx != 0)) || !(w > 0)) return false;
+    zig_wi[idx] = w;
+    u64 lo = 0, hi = kMagnitude + 1;  // the least rejected magnitude lies in [lo, hi]
+    while (lo < hi) {
+      const u64 mid = lo + (hi - lo) / 2;
+      probe_normal(idx | (mid << 9), &read);
+      if (read == 1)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    zig_ki[idx] = lo;
+  }
+  return true;
+}
+
+// NumPy's random_standard_normal_fill over the Philox stream, the common case without a branch
+void ziggurat_fill(BitGen* gen, std::intptr_t n, double* out) {
+  auto* philox = static_cast<Philox*>(gen->state);
+  for (std::intptr_t i = 0; i < n; ++i) {
+    const u64 r = philox->next64();
+    const u64 idx = r & 0xFF, rabs = (r >> 9) & kMagnitude;
+    double x = static_cast<double>(static_cast<std::int64_t>(rabs)) * zig_wi[idx];
+    u64 bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    bits ^= ((r >> 8) & 1) << 63;  // the sign, as NumPy's negation flips it
+    std::memcpy(&x, &bits, sizeof x);
+    if (rabs >= zig_ki[idx]) {
+      --philox->buffer_pos;  // (the word again, for NumPy's function: next64 read it from the buffer)
+      x = numpy_normal(gen);
+    }
+    out[i] = x;
+  }
+}
+
+// Whether ziggurat_fill gives NumPy's fill's values over `n` draws of a few streams
+bool ziggurat_matches(std::intptr_t n) {
+  std::vector<double> ours(n), numpy(n);
+  for (const u64 seed : {0ULL, 0x9E3779B97F4A7C15ULL, ~0ULL}) {
+    Philox a(seed, 12345), b(seed, 12345);
+    BitGen ga = a.bitgen(), gb = b.bitgen();
+    ziggurat_fill(&ga, n, ours.data());
+    numpy_normal_fill(&gb, n, numpy.data());
+    if (std::memcmp(ours.data(), numpy.data(), n * sizeof(double)) != 0) return false;
+  }
+  return true;
+}
 
 // A seed or offset (any Python int) modulo 2**64, as the CUDA backend's Philox takes them
 u64 mod64(const py::handle& value) {
@@ -263,9 +362,17 @@ py::array below_each(const py::array& p, const py::object& seed, const py::objec
   return std::move(out);
 }
 
+// Whether `a` holds float32 (1), float64 (0), or another dtype (-1), by NumPy's type numbers, found once
+// (comparing dtype objects cost a tenth of a small draw each)
+int float32_or_64(const py::array& a) {
+  static const int single = py::dtype::of<float>().num(), twice = py::dtype::of<double>().num();
+  const int num = a.dtype().num();
+  return num == single ? 1 : num == twice ? 0 : -1;
+}
+
 bool is_float32(const py::array& a) {
-  if (a.dtype().equal(py::dtype::of<float>())) return true;
-  if (a.dtype().equal(py::dtype::of<double>())) return false;
+  const int kind = float32_or_64(a);
+  if (kind >= 0) return kind == 1;
   throw std::invalid_argument("host_random: p must be float32 or float64");
 }
 
@@ -275,8 +382,8 @@ bool fill_checked(const py::array& out, int kind) {
     throw std::invalid_argument("host_random_fill_: unknown kind " + std::to_string(kind));
   if (!(out.flags() & py::array::c_style) || !out.writeable())
     throw std::invalid_argument("host_random_fill_: out must be a writeable C-contiguous array");
-  if (out.dtype().equal(py::dtype::of<float>())) return true;
-  if (out.dtype().equal(py::dtype::of<double>())) return false;
+  const int single = float32_or_64(out);
+  if (single >= 0) return single == 1;
   throw std::invalid_argument("host_random_fill_: out must be float32 or float64");
 }
 
@@ -288,6 +395,69 @@ void fill_into(py::array& out, bool single, int kind, double scale, double shift
     fill_drawn(static_cast<float*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
   else
     fill_drawn(static_cast<double*>(out.mutable_data()), n, kind, scale, shift, seed, offset);
+}
+
+// The generator's next_offset(n), taken here under the GIL (no Python code runs between the read and the
+// write): its seed and offset, or false (nothing taken) while a thread holds its lock (manual_seed,
+// set_state, a draw), where the caller takes next_offset, which waits for it
+bool reserved(const py::object& generator, std::intptr_t n, py::object* seed, py::object* offset) {
+  // (the attribute names interned once: building them per call cost more than a small draw)
+  static PyObject* const lock_name = PyUnicode_InternFromString("_lock");
+  static PyObject* const locked_name = PyUnicode_InternFromString("locked");
+  static PyObject* const seed_name = PyUnicode_InternFromString("_seed");
+  static PyObject* const offset_name = PyUnicode_InternFromString("_offset");
+  PyObject* gen = generator.ptr();
+  const auto lock = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, lock_name));
+  if (!lock) throw py::error_already_set();
+  const auto held = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(lock.ptr(), locked_name));
+  if (!held) throw py::error_already_set();
+  if (PyObject_IsTrue(held.ptr())) return false;
+  *seed = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, seed_name));
+  *offset = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, offset_name));
+  if (!*seed || !*offset) throw py::error_already_set();
+  const auto step = py::reinterpret_steal<py::object>(PyLong_FromSsize_t(n > 0 ? n : 1));
+  const auto next = py::reinterpret_steal<py::object>(PyNumber_Add(offset->ptr(), step.ptr()));
+  if (!next || PyObject_SetAttr(gen, offset_name, next.ptr()) != 0) throw py::error_already_set();
+  return true;
+}
+
+// out (C-contiguous, writeable) overwritten with host_random_integers' draws of
+// [low, high), cast to its dtype as NumPy's assignment casts int64 (C's conversion)
+template <typename T>
+void integers_into(py::array& out, const std::vector<std::int64_t>& drawn) {
+  T* o = static_cast<T*>(out.mutable_data());
+  for (std::size_t i = 0; i < drawn.size(); ++i) o[i] = static_cast<T>(drawn[i]);
+}
+
+bool integers_from(py::array out, std::int64_t low, std::int64_t high, const py::object& generator) {
+  if (bounded_fill == nullptr) throw std::runtime_error("host_random: NumPy's distribution functions are not bound");
+  if (high <= low) throw std::invalid_argument("host_random_integers_from_: expected low < high");
+  if (!(out.flags() & py::array::c_style) || !out.writeable())
+    throw std::invalid_argument("host_random_integers_from_: out must be a writeable C-contiguous array");
+  // the dtype (float32/64, int64/32; float16 and bool are the caller's) checked before the generator's
+  // offset is taken, so that a refusal draws nothing; by NumPy's type numbers, found once
+  using Into = void (*)(py::array&, const std::vector<std::int64_t>&);
+  static const std::pair<int, Into> writers[] = {
+      {py::dtype::of<float>().num(), &integers_into<float>},
+      {py::dtype::of<double>().num(), &integers_into<double>},
+      {py::dtype::of<std::int64_t>().num(), &integers_into<std::int64_t>},
+      {py::dtype::of<std::int32_t>().num(), &integers_into<std::int32_t>},
+  };
+  const int num = out.dtype().num();
+  Into into = nullptr;
+  for (const auto& [type, writer] : writers)
+    if (type == num) into = writer;
+  if (into == nullptr) throw std::invalid_argument("host_random_integers_from_: out's dtype is not one it writes");
+  const std::intptr_t n = out.size();
+  py::object seed, offset;
+  if (!reserved(generator, n, &seed, &offset)) return false;
+  std::vector<std::int64_t> drawn(static_cast<std::size_t>(n));
+  // NumPy's integers(low, high, dtype=int64), as host_random_integers draws them
+  const u64 off = static_cast<u64>(low), range = static_cast<u64>(high) - static_cast<u64>(low) - 1;
+  auto* o = reinterpret_cast<u64*>(drawn.data());
+  with_stream(seed, offset, n, [&](BitGen* gen) { bounded_fill(gen, off, range, n, false, o); });
+  into(out, drawn);
+  return true;
 }
 
 }  // namespace
@@ -310,14 +480,21 @@ void bind_random(py::module_& m) {
       "C-contiguous), is below p's element, else 0, in p's dtype and shape: bernoulli of the probabilities p.");
   m.def(
       "host_random_bind",
-      [](std::uintptr_t uniform, std::uintptr_t normal, std::uintptr_t bounded) {
+      [](std::uintptr_t uniform, std::uintptr_t normal, std::uintptr_t bounded, std::uintptr_t single_normal) {
         uniform_fill = reinterpret_cast<DoubleFill>(uniform);
-        normal_fill = reinterpret_cast<DoubleFill>(normal);
+        numpy_normal_fill = normal_fill = reinterpret_cast<DoubleFill>(normal);
         bounded_fill = reinterpret_cast<BoundedFill>(bounded);
+        numpy_normal = reinterpret_cast<SingleNormal>(single_normal);
+        // (a NumPy whose function answers otherwise, or whose fill differs: its own fill, as before)
+        if (zig_tables_probed() && ziggurat_matches(4096)) normal_fill = &ziggurat_fill;
       },
-      py::arg("uniform_fill"), py::arg("normal_fill"), py::arg("bounded_uint64_fill"),
-      "Bind the addresses of NumPy's random_standard_uniform_fill, random_standard_normal_fill and "
-      "random_bounded_uint64_fill (its _generator module's exports), which the host_random_* draws call.");
+      py::arg("uniform_fill"), py::arg("normal_fill"), py::arg("bounded_uint64_fill"), py::arg("normal"),
+      "Bind the addresses of NumPy's random_standard_uniform_fill, random_standard_normal_fill, "
+      "random_bounded_uint64_fill and random_standard_normal (its _generator module's exports), which the "
+      "host_random_* draws call; normal draws then take the branch-free ziggurat where it gives the same values.");
+  m.def(
+      "host_random_branch_free_normals", [] { return normal_fill == &ziggurat_fill; },
+      "Whether the normal draws take the branch-free ziggurat (host_random_bind found it gives NumPy's values).");
   // rand's and randn's draws: the same signature over NumPy's uniform and normal fills
   const auto def_floating = [&m](const char* name, DoubleFill* fill, bool below_one, const char* doc) {
     m.def(
@@ -368,21 +545,24 @@ void bind_random(py::module_& m) {
       "array): NumPy's Philox Generator's random(shape) < p.");
   m.def(
       "host_trials",
-      [](py::array out, const py::array_t<double, py::array::c_style>& logs, double log_q) {
+      [](py::array out, const py::array& logs, double log_q) {
         // geometric_'s arithmetic after NumPy's log1p: exact IEEE steps (a division, ceil, max), the
         // cast to out's dtype rounding to nearest as NumPy's cast does
         if (!(out.flags() & py::array::c_style) || !out.writeable() || out.size() != logs.size())
           throw std::invalid_argument("host_trials: out must be a writeable C-contiguous array of logs' size");
-        const double* l = logs.data();
+        if (float32_or_64(logs) != 0 || !(logs.flags() & py::array::c_style))
+          throw std::invalid_argument("host_trials: logs must be a C-contiguous float64 array");
+        const double* l = static_cast<const double*>(logs.data());
         const std::intptr_t n = logs.size();
         const auto trials = [&](std::intptr_t i) {
           const double t = std::ceil(l[i] / log_q);
           return t > 1.0 ? t : 1.0;  // (NumPy's maximum: never NaN here, logs are finite and log_q < 0)
         };
-        if (out.dtype().equal(py::dtype::of<float>())) {
+        const int single = float32_or_64(out);
+        if (single == 1) {
           float* o = static_cast<float*>(out.mutable_data());
           for (std::intptr_t i = 0; i < n; ++i) o[i] = static_cast<float>(trials(i));
-        } else if (out.dtype().equal(py::dtype::of<double>())) {
+        } else if (single == 0) {
           double* o = static_cast<double*>(out.mutable_data());
           for (std::intptr_t i = 0; i < n; ++i) o[i] = trials(i);
         } else {
@@ -408,29 +588,18 @@ void bind_random(py::module_& m) {
         // the read and the write), unless a thread holds its lock (manual_seed, set_state, a draw): then
         // nothing is drawn and the caller takes next_offset, which waits for it
         const bool single = fill_checked(out, kind);
-        // (the attribute names interned once: building them per call cost more than a small draw)
-        static PyObject* const lock_name = PyUnicode_InternFromString("_lock");
-        static PyObject* const locked_name = PyUnicode_InternFromString("locked");
-        static PyObject* const seed_name = PyUnicode_InternFromString("_seed");
-        static PyObject* const offset_name = PyUnicode_InternFromString("_offset");
-        PyObject* gen = generator.ptr();
-        const auto lock = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, lock_name));
-        if (!lock) throw py::error_already_set();
-        const auto held = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(lock.ptr(), locked_name));
-        if (!held) throw py::error_already_set();
-        if (PyObject_IsTrue(held.ptr())) return false;
-        const auto seed = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, seed_name));
-        const auto offset = py::reinterpret_steal<py::object>(PyObject_GetAttr(gen, offset_name));
-        if (!seed || !offset) throw py::error_already_set();
-        const std::intptr_t n = out.size();
-        const auto step = py::reinterpret_steal<py::object>(PyLong_FromSsize_t(n > 0 ? n : 1));
-        const auto next = py::reinterpret_steal<py::object>(PyNumber_Add(offset.ptr(), step.ptr()));
-        if (!next || PyObject_SetAttr(gen, offset_name, next.ptr()) != 0) throw py::error_already_set();
+        py::object seed, offset;
+        if (!reserved(generator, out.size(), &seed, &offset)) return false;
         fill_into(out, single, kind, scale, shift, seed, offset);
         return true;
       },
       py::arg("out"), py::arg("kind"), py::arg("scale"), py::arg("shift"), py::arg("generator"),
       "host_random_fill_ from generator's next_offset(out.size), taken here; False (nothing done) while locked.");
+  m.def("host_random_integers_from_", &integers_from, py::arg("out"), py::arg("low"), py::arg("high"),
+        py::arg("generator"),
+        "out (C-contiguous: float32/64, int64/32) overwritten with host_random_integers' values of "
+        "[low, high) from generator's next_offset(out.size), taken here, cast to its dtype; False (nothing done) "
+        "while the generator is locked.");
 }
 
 }  // namespace adcuda::host

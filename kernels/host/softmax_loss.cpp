@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "functors.cuh"
+#include "host/torch_order_sum.h"
 
 namespace py = pybind11;
 
@@ -307,9 +309,138 @@ py::array_t<T> multi_margin_loss(const py::array_t<T, py::array::c_style>& score
   return reduced<T>(rows, reduction, double(n));
 }
 
+// The elementwise losses of cpu_pointwise_loss, each the formula of its op's terms in
+// adcuda/ops/softmax_loss.py, rounded at each step in T as the backend's primitives round them there
+enum PointwiseLoss { kBinaryCrossEntropy = 0, kKlDiv = 1, kKlDivLogTarget = 2, kHuber = 3, kSmoothL1 = 4 };
+
+template <typename T>
+T log_above_100(T log) {
+  return log < T(-100) ? T(-100) : log;  // (PyTorch's bound on binary_cross_entropy's logs; NaN stays NaN)
+}
+
+// n terms of loss `kind` of x against t into out (param: huber's delta, smooth L1's beta); false where
+// a binary cross-entropy probability or target lies outside [0, 1] (a NaN does not)
+template <typename T>
+bool pointwise_terms(int kind, const T* x, const T* t, double param, Index n, T* out) {
+  switch (kind) {
+    case kBinaryCrossEntropy:
+      for (Index i = 0; i < n; ++i)
+        if (x[i] < T(0) || x[i] > T(1) || t[i] < T(0) || t[i] > T(1)) return false;
+      // (t - 1) log(1 - p) - t log(p)
+      for (Index i = 0; i < n; ++i)
+        out[i] = (t[i] - T(1)) * log_above_100(math::log1p_(-x[i])) - t[i] * log_above_100(math::log_(x[i]));
+      return true;
+    case kKlDiv:  // t log t - t x, with 0 for t log t where t <= 0 (the log then reads 1)
+      for (Index i = 0; i < n; ++i) out[i] = t[i] * math::log_(t[i] > T(0) ? t[i] : T(1)) - t[i] * x[i];
+      return true;
+    case kKlDivLogTarget:  // exp(t) (t - x)
+      for (Index i = 0; i < n; ++i) out[i] = math::exp_(t[i]) * (t[i] - x[i]);
+      return true;
+    case kHuber:
+    case kSmoothL1: {
+      // |d| = |x - t|, then 0.5 d**2 / beta (huber: 0.5 d**2) where |d| < beta, else |d| - 0.5 beta
+      // (huber: beta (|d| - 0.5 beta)), the scalars rounded to T as the primitives take them
+      const bool huber = kind == kHuber;
+      const T beta = T(param), half = T(huber ? 0.5 : 0.5 / param), half_beta = T(0.5 * param);
+      for (Index i = 0; i < n; ++i) {
+        const T d = std::abs(x[i] - t[i]);
+        const T linear = huber ? beta * (d - half_beta) : d - half_beta;
+        out[i] = d < beta ? (half * d) * d : linear;
+      }
+      return true;
+    }
+    default:
+      throw std::invalid_argument("cpu_pointwise_loss: unknown loss " + std::to_string(kind));
+  }
+}
+
+// cpu_pointwise_loss: the terms (divisor 0), or their sum in PyTorch's order (divisor 1), or that sum
+// divided by divisor (a mean, batchmean) as a 0-d array; None where pointwise_terms refuses
+template <typename T>
+py::object pointwise_loss(int kind, const py::array& x, const py::array& t, double param, double divisor) {
+  const Index n = x.size();
+  const T* in = static_cast<const T*>(x.data());
+  const T* target = static_cast<const T*>(t.data());
+  if (divisor == 0.0) {
+    py::array out(x.dtype(), std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+    if (!pointwise_terms(kind, in, target, param, n, static_cast<T*>(out.mutable_data()))) return py::none();
+    return std::move(out);
+  }
+  if (n == 0) throw std::invalid_argument("cpu_pointwise_loss: no terms to reduce");
+  // (a small batch's terms on the stack: no allocation)
+  constexpr Index kOnStack = 256;
+  T stack[kOnStack];
+  std::vector<T> heap(n > kOnStack ? static_cast<std::size_t>(n) : 0);
+  T* terms = n > kOnStack ? heap.data() : stack;
+  if (!pointwise_terms(kind, in, target, param, n, terms)) return py::none();
+  T total = torch_order_sum(terms, static_cast<std::size_t>(n));
+  if (divisor != 1.0) total = total / T(divisor);
+  py::array out(x.dtype(), std::vector<py::ssize_t>{});
+  *static_cast<T*>(out.mutable_data()) = total;
+  return std::move(out);
+}
+
+// pointwise_loss over x's dtype, after the checks of its arguments' kinds (one entry: a pybind11
+// overload per dtype cost half a microsecond per refused overload)
+py::object pointwise_loss_of(int kind, const py::array& x, const py::array& t, double param, double divisor) {
+  const bool c_style = (x.flags() & py::array::c_style) && (t.flags() & py::array::c_style);
+  if (!c_style || !x.dtype().is(t.dtype()) || t.ndim() != x.ndim() ||
+      !std::equal(x.shape(), x.shape() + x.ndim(), t.shape()))
+    throw py::type_error("cpu_pointwise_loss: x and t must be C-contiguous arrays of one dtype and shape");
+  if (x.dtype().equal(py::dtype::of<float>())) return pointwise_loss<float>(kind, x, t, param, divisor);
+  if (x.dtype().equal(py::dtype::of<double>())) return pointwise_loss<double>(kind, x, t, param, divisor);
+  throw py::type_error("cpu_pointwise_loss: x must be float32 or float64");
+}
+
+// glu's a * sigmoid(b) of x viewed as (outer, 2 half, inner), its halves a and b along the middle dim, into
+// out (outer, half, inner): the functor host_unary's sigmoid applies, then one product, as the backend's
+// primitives round them
+template <typename T>
+void glu_halves(const T* x, T* out, Index outer, Index half, Index inner) {
+  const math::Sigmoid gate;
+  const Index block = half * inner;
+  for (Index o = 0; o < outer; ++o) {
+    const T* a = x + o * 2 * block;
+    const T* b = a + block;
+    T* y = out + o * block;
+    for (Index i = 0; i < block; ++i) y[i] = a[i] * gate(b[i]);
+  }
+}
+
+// cpu_glu: x (C-contiguous float32/float64) halved along axis (of an even size)
+py::array glu_of(const py::array& x, py::ssize_t axis) {
+  static const int single = py::dtype::of<float>().num(), twice = py::dtype::of<double>().num();
+  const int num = x.dtype().num();
+  if (!(x.flags() & py::array::c_style) || (num != single && num != twice))
+    throw py::type_error("cpu_glu: x must be a C-contiguous float32 or float64 array");
+  if (axis < 0 || axis >= x.ndim() || x.shape(axis) % 2)
+    throw std::invalid_argument("cpu_glu: axis must be a dim of x of an even size");
+  std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+  Index outer = 1, inner = 1;
+  for (py::ssize_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (py::ssize_t d = axis + 1; d < x.ndim(); ++d) inner *= shape[d];
+  shape[axis] /= 2;
+  py::array out(x.dtype(), shape);
+  if (num == single)
+    glu_halves(static_cast<const float*>(x.data()), static_cast<float*>(out.mutable_data()), outer, shape[axis], inner);
+  else
+    glu_halves(static_cast<const double*>(x.data()), static_cast<double*>(out.mutable_data()), outer, shape[axis],
+               inner);
+  return out;
+}
+
 }  // namespace
 
 void bind_softmax_loss(py::module_& m) {
+  m.def("cpu_glu", &glu_of, py::arg("x"), py::arg("axis"),
+        "glu of a C-contiguous float32/float64 array along axis (a dim of an even size): the first half times "
+        "the sigmoid (host_unary's functor) of the second, in its dtype.");
+  m.def("cpu_pointwise_loss", &pointwise_loss_of, py::arg("kind"), py::arg("x"), py::arg("t"), py::arg("param"),
+        py::arg("divisor"),
+        "The elementwise loss `kind` (0 binary cross-entropy, 1 KL divergence, 2 KL divergence of log targets, 3 "
+        "Huber of delta param, 4 smooth L1 of beta param) of C-contiguous float32/float64 x against t of x's dtype "
+        "and shape: the terms in x's shape (divisor 0), else their sum in PyTorch's order over divisor (1: the sum) "
+        "as a 0-d array; None where a binary cross-entropy value lies outside [0, 1].");
   // no array_t conversion (noconvert): another dtype or a strided array is the caller's to handle
   m.def("cpu_softmax", &softmax_of<float>, py::arg("x").noconvert(), py::arg("axis"), py::arg("log"));
   m.def("cpu_softmax", &softmax_of<double>, py::arg("x").noconvert(), py::arg("axis"), py::arg("log"),

@@ -135,6 +135,7 @@ def _native_draws():
                     "random_standard_uniform_fill",
                     "random_standard_normal_fill",
                     "random_bounded_uint64_fill",
+                    "random_standard_normal",
                 )
             )
         )

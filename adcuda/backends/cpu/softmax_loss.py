@@ -29,6 +29,67 @@ def _native_for(a):
     return None
 
 
+# Not a primitive: the host module's elementwise losses (kernels/host/softmax_loss.cpp's
+# cpu_pointwise_loss), which the loss ops call on the CPU where nothing records, in place of their terms'
+# primitives and reduction (eight NumPy calls of about a microsecond each on a small batch's losses)
+POINTWISE_LOSSES = {
+    "binary_cross_entropy": 0,
+    "kl_div": 1,
+    "kl_div_log_target": 2,
+    "huber_loss": 3,
+    "smooth_l1_loss": 4,
+}
+_SUM_LIMIT = 32768  # reduce.py's _TORCH_ORDER_LIMIT: up to it, reduce sums in PyTorch's order, as the host does
+_POINTWISE = getattr(_NATIVE, "cpu_pointwise_loss", None)
+
+
+def pointwise_loss(loss: str, x: BackendArray, t: BackendArray, param: float, divisor: float) -> BackendArray | None:
+    """The terms of ``loss`` (a key of POINTWISE_LOSSES; ``param``: huber's delta, smooth L1's beta) of ``x``
+    against ``t`` (divisor 0), or their sum (divisor 1) or mean (the divisor, a count) as reduce and a
+    division give it, where the host module computes it: x and t C-contiguous host arrays of one
+    float32/float64 dtype and shape, at most _SUM_LIMIT terms to reduce, every binary cross-entropy value
+    in [0, 1]; else None (the terms' primitives then, which name what is wrong)."""
+    if (
+        _POINTWISE is None
+        or x.__class__ is not np.ndarray
+        or t.__class__ is not np.ndarray
+        or x.dtype is not t.dtype
+        or x.shape != t.shape
+        or x.dtype is not _F32
+        and x.dtype is not _F64
+        or divisor
+        and not 0 < x.size <= _SUM_LIMIT
+    ):
+        return None
+    try:
+        return _POINTWISE(POINTWISE_LOSSES[loss], x, t, param, divisor)
+    except TypeError:  # (strided)
+        return None
+
+
+# Not a primitive: glu's halves, sigmoid and product in one call of the host module (cpu_glu), for arrays
+# whose sigmoid the backend's unary computes with the same functor (elementwise.py's _HOST_MAX)
+_GLU = getattr(_NATIVE, "cpu_glu", None)
+_GLU_MAX = 512  # (twice the halves' _HOST_MAX)
+
+
+def glu(x: BackendArray, axis: int) -> BackendArray | None:
+    """glu of ``x`` along ``axis`` (a dim of an even size) as the primitives give it (the second half's
+    sigmoid made contiguous, times the first half), where the host module computes it: a C-contiguous
+    float32/float64 host array of at most _GLU_MAX elements; else None."""
+    if (
+        _GLU is None
+        or x.__class__ is not np.ndarray
+        or x.size > _GLU_MAX
+        or (x.dtype is not _F32 and x.dtype is not _F64)
+    ):
+        return None
+    try:
+        return _GLU(x, axis)
+    except TypeError:  # (strided)
+        return None
+
+
 def _require_floating(op, name, a):
     if a.dtype.kind != "f":
         raise DTypeError(f"{op}: expected {name} to be a floating point array, got {a.dtype}")
