@@ -227,15 +227,42 @@ def test_pointwise_losses_leave_recording_and_watched_calls_to_their_terms(monke
     assert calls == []
 
 
+@pytest.mark.parametrize("host", [True, False])
 @pytest.mark.parametrize(
     "p, q, named",
-    [([0.5, 1.5], [0.5, 0.5], "input"), ([0.5, -0.0001], [0.5, 0.5], "input"), ([0.5, 0.5], [2.0, 0.5], "target")],
+    [
+        ([0.5, 1.5], [0.5, 0.5], "input"),
+        ([0.5, -0.0001], [0.5, 0.5], "input"),
+        ([0.5, 0.5], [2.0, 0.5], "target"),
+        # (a NaN fails PyTorch's check 0 <= v <= 1 too)
+        ([0.5, np.nan], [0.5, 0.5], "input"),
+        ([0.5, 0.5], [np.nan, 0.5], "target"),
+    ],
 )
-def test_binary_cross_entropy_outside_the_unit_interval_is_named(p, q, named):
+def test_binary_cross_entropy_outside_the_unit_interval_is_named(monkeypatch, host, p, q, named):
     import adcuda as t
 
+    if not host:
+        monkeypatch.setattr(cpu_softmax_loss, "_POINTWISE", None)
     with pytest.raises(ValueError, match=f"binary_cross_entropy: all elements of {named}"):
         t.nn.functional.binary_cross_entropy(t.tensor(p), t.tensor(q))
+
+
+@pytest.mark.parametrize("host", [True, False])
+def test_kl_div_of_a_negative_target_is_nan_as_torch(monkeypatch, host):
+    torch = pytest.importorskip("torch")
+    import adcuda as t
+
+    if not host:
+        monkeypatch.setattr(cpu_softmax_loss, "_POINTWISE", None)
+    x, target = [-1.0, -2.0, -3.0], [0.0, -1.0, 0.5]
+    for reduction in ("none", "sum"):
+        want = torch.nn.functional.kl_div(torch.tensor(x), torch.tensor(target), reduction=reduction).numpy()
+        got = t.nn.functional.kl_div(t.tensor(x), t.tensor(target), reduction=reduction).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6)  # (NaN where PyTorch's is)
+    leaf = t.tensor(target, requires_grad=True)
+    t.nn.functional.kl_div(t.tensor(x), leaf, reduction="sum").backward()
+    assert np.isnan(leaf.grad.numpy()[1]) and np.isfinite(leaf.grad.numpy()[[0, 2]]).all()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

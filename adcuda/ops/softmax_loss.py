@@ -949,11 +949,12 @@ _binary_cross_entropy_terms = get("binary_cross_entropy_terms").forward  # nothi
 
 
 def _outside_unit_interval(t):
-    """Whether a value of ``t`` is below 0 or above 1 (a NaN is neither)."""
+    """Whether a value of ``t`` lies outside [0, 1], a NaN included (PyTorch's check is ``0 <= v <= 1``,
+    which a NaN fails; the extremes of a tensor holding a NaN are NaN)."""
     if not t.numel():
         return False
     lowest, largest = host_extremes(t)
-    return lowest < 0 or largest > 1
+    return not (lowest >= 0 and largest <= 1)
 
 
 @op(
@@ -1011,9 +1012,10 @@ def binary_cross_entropy(
 def _kl_div_target_grad(grad, input, target, log_target):
     if log_target:  # d/dt exp(t) (t - x)
         return grad * exp(target) * (target - input + 1.0)
-    # d/dt t log(t) - t x, with the composite's 0 for t log t where t <= 0
-    positive = target > 0
-    return grad * (where(positive, target, 1.0).log() + positive.to(dtype=grad.dtype) - input)
+    # d/dt t log(t) - t x, with the composite's 0 for t log t where t = 0 (a negative t's log: NaN, as
+    # PyTorch's; at t = 0 PyTorch's xlogy backward reads 0/0, a NaN, where this keeps the limit from above)
+    nonzero = target != 0
+    return grad * (where(nonzero, target, 1.0).log() + nonzero.to(dtype=grad.dtype) - input)
 
 
 @_terms_op(
@@ -1031,12 +1033,13 @@ def kl_div_terms(input: Tensor, target: Tensor, log_target: bool) -> Tensor:
         bk, d, x, t = primitives(input), input.dtype, input._data, target._data
         if log_target:
             return wrap(bk.binary("mul", bk.unary("exp", t), bk.binary("sub", t, x, d), d), input._device)
-        logged = bk.unary("log", bk.where(bk.binary("gt", t, 0.0, d), t, 1.0, d))
+        logged = bk.unary("log", bk.where(bk.binary("ne", t, 0.0, d), t, 1.0, d))
         return wrap(bk.binary("sub", bk.binary("mul", t, logged, d), bk.binary("mul", t, x, d), d), input._device)
     if log_target:
         return binary("mul", unary("exp", target), binary("sub", target, input))
-    # t (log t - input), with 0 where t = 0 (xlogy); the log reads 1 there so no -inf is made
-    logged = unary("log", select(binary("gt", target, 0.0), target, 1.0))
+    # t (log t - input), with 0 where t = 0 (xlogy: a negative t's log is NaN, as PyTorch's); the log
+    # reads 1 there so no -inf is made
+    logged = unary("log", select(binary("ne", target, 0.0), target, 1.0))
     return binary("sub", binary("mul", target, logged), binary("mul", target, input))
 
 

@@ -319,19 +319,20 @@ T log_above_100(T log) {
 }
 
 // n terms of loss `kind` of x against t into out (param: huber's delta, smooth L1's beta); false where
-// a binary cross-entropy probability or target lies outside [0, 1] (a NaN does not)
+// a binary cross-entropy probability or target lies outside [0, 1] (a NaN does: PyTorch's check is
+// 0 <= v <= 1)
 template <typename T>
 bool pointwise_terms(int kind, const T* x, const T* t, double param, Index n, T* out) {
   switch (kind) {
     case kBinaryCrossEntropy:
       for (Index i = 0; i < n; ++i)
-        if (x[i] < T(0) || x[i] > T(1) || t[i] < T(0) || t[i] > T(1)) return false;
+        if (!(x[i] >= T(0) && x[i] <= T(1) && t[i] >= T(0) && t[i] <= T(1))) return false;
       // (t - 1) log(1 - p) - t log(p)
       for (Index i = 0; i < n; ++i)
         out[i] = (t[i] - T(1)) * log_above_100(math::log1p_(-x[i])) - t[i] * log_above_100(math::log_(x[i]));
       return true;
-    case kKlDiv:  // t log t - t x, with 0 for t log t where t <= 0 (the log then reads 1)
-      for (Index i = 0; i < n; ++i) out[i] = t[i] * math::log_(t[i] > T(0) ? t[i] : T(1)) - t[i] * x[i];
+    case kKlDiv:  // t log t - t x, with 0 for t log t where t = 0 (the log then reads 1; a negative t's is NaN)
+      for (Index i = 0; i < n; ++i) out[i] = t[i] * math::log_(t[i] != T(0) ? t[i] : T(1)) - t[i] * x[i];
       return true;
     case kKlDivLogTarget:  // exp(t) (t - x)
       for (Index i = 0; i < n; ++i) out[i] = math::exp_(t[i]) * (t[i] - x[i]);
