@@ -32,7 +32,8 @@ def _extremes():
         lambda x: x.long(),  # nan and inf cast to an integer
         lambda x: x.var(),
         lambda x: x[:0].var(),  # 0/0 inside NumPy's own modules
-        lambda x: A.nn.functional.binary_cross_entropy(x.sigmoid(), x.sigmoid()),
+        # (probabilities 0 and 1 exactly: the logs' -inf; not the NaN, which PyTorch's range check refuses)
+        lambda x: A.nn.functional.binary_cross_entropy(x[:-1].sigmoid(), x[:-1].sigmoid()),
     ],
 )
 def test_no_warning_escapes_an_op(call):
